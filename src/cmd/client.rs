@@ -1,0 +1,99 @@
+//! `CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|LIST|HELP`.
+
+use bytes::Bytes;
+
+use super::connection::{invalid_client_name, valid_client_name, ConnCmd};
+use super::Request;
+use crate::resp::{Args, Reply};
+
+/// A parsed CLIENT subcommand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientCmd {
+    /// CLIENT SETNAME (empty clears).
+    SetName(Bytes),
+    /// CLIENT GETNAME.
+    GetName,
+    /// CLIENT ID.
+    Id,
+    /// CLIENT SETINFO LIB-NAME|LIB-VER value.
+    SetInfo {
+        /// True for LIB-NAME, false for LIB-VER.
+        lib_name: bool,
+        /// The value.
+        value: Bytes,
+    },
+    /// CLIENT INFO.
+    Info,
+    /// CLIENT LIST.
+    List,
+}
+
+fn arity(sub: &str) -> Reply {
+    Reply::err(format!(
+        "ERR wrong number of arguments for 'client|{sub}' command"
+    ))
+}
+
+/// Parses CLIENT.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let raw = args.next()?;
+    let sub = String::from_utf8_lossy(&raw).to_lowercase();
+    let n = args.remaining();
+    let cmd = match (sub.as_str(), n) {
+        ("setname", 1) => {
+            let name = args.next()?;
+            if !valid_client_name(&name) {
+                return Err(invalid_client_name());
+            }
+            ClientCmd::SetName(name)
+        }
+        ("getname", 0) => ClientCmd::GetName,
+        ("id", 0) => ClientCmd::Id,
+        ("info", 0) => ClientCmd::Info,
+        ("list", _) => ClientCmd::List,
+        ("setinfo", 2) => {
+            let attr = args.next_keyword()?;
+            let value = args.next()?;
+            let lib_name = match attr.as_str() {
+                "LIB-NAME" => true,
+                "LIB-VER" => false,
+                _ => {
+                    return Err(Reply::err(format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(&value)
+                    )))
+                }
+            };
+            if !valid_client_name(&value) {
+                return Err(Reply::err(format!(
+                    "ERR {} cannot contain spaces, newlines or special characters.",
+                    attr
+                )));
+            }
+            ClientCmd::SetInfo { lib_name, value }
+        }
+        ("help", 0) => {
+            let lines = [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "ID",
+                "INFO",
+                "LIST",
+                "SETINFO <LIB-NAME|LIB-VER> <value>",
+                "SETNAME <name>",
+                "HELP",
+            ];
+            return Ok(Request::Conn(ConnCmd::Command(Reply::Array(
+                lines.iter().map(|l| Reply::Simple((*l).into())).collect(),
+            ))));
+        }
+        ("setname" | "getname" | "id" | "info" | "setinfo" | "help", _) => return Err(arity(&sub)),
+        _ => {
+            return Err(Reply::err(format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&raw)
+            )))
+        }
+    };
+    Ok(Request::Conn(ConnCmd::Client(cmd)))
+}

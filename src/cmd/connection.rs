@@ -1,0 +1,136 @@
+//! Connection commands: `PING [msg]`, `ECHO msg`, `HELLO [2|3 [AUTH u p] [SETNAME n]]`,
+//! `AUTH [user] pass`, `SELECT db`, `QUIT`, `RESET`, plus CLIENT, COMMAND and INFO, which
+//! touch only the session and server metadata, never the replicated state.
+
+use bytes::Bytes;
+
+use super::{client::ClientCmd, Request};
+use crate::resp::args::{parse_i64, syntax_error};
+use crate::resp::{Args, Reply};
+
+/// A parsed connection-level command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnCmd {
+    /// PING with an optional message.
+    Ping(Option<Bytes>),
+    /// ECHO.
+    Echo(Bytes),
+    /// HELLO.
+    Hello(Hello),
+    /// AUTH with optional user name.
+    Auth {
+        /// User name (only `default` exists).
+        user: Option<Bytes>,
+        /// Password.
+        pass: Bytes,
+    },
+    /// SELECT; only database 0 exists.
+    Select(i64),
+    /// QUIT.
+    Quit,
+    /// RESET.
+    Reset,
+    /// CLIENT subcommands.
+    Client(ClientCmd),
+    /// COMMAND subcommands (answered from the command table).
+    Command(Reply),
+    /// INFO with the requested sections (lower-case).
+    Info(Vec<String>),
+}
+
+/// A parsed HELLO.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hello {
+    /// Requested protocol version, if given.
+    pub proto: Option<u8>,
+    /// AUTH user pass.
+    pub auth: Option<(Bytes, Bytes)>,
+    /// SETNAME name.
+    pub setname: Option<Bytes>,
+}
+
+/// Parses PING.
+pub fn parse_ping(args: &mut Args) -> Result<Request, Reply> {
+    if args.remaining() > 1 {
+        return Err(super::wrong_arity("ping"));
+    }
+    let msg = if args.remaining() == 1 {
+        Some(args.next()?)
+    } else {
+        None
+    };
+    Ok(Request::Conn(ConnCmd::Ping(msg)))
+}
+
+/// Parses ECHO.
+pub fn parse_echo(args: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Conn(ConnCmd::Echo(args.next()?)))
+}
+
+/// Parses HELLO with Redis 7's error texts.
+pub fn parse_hello(args: &mut Args) -> Result<Request, Reply> {
+    let mut hello = Hello::default();
+    if args.remaining() > 0 {
+        let v = parse_i64(&args.next()?)
+            .ok_or_else(|| Reply::err("ERR Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(Reply::err("NOPROTO unsupported protocol version"));
+        }
+        hello.proto = Some(v as u8);
+    }
+    while args.remaining() > 0 {
+        let opt = args.next()?;
+        let more = args.remaining();
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            hello.auth = Some((args.next()?, args.next()?));
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            hello.setname = Some(args.next()?);
+        } else {
+            return Err(Reply::err(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&opt)
+            )));
+        }
+    }
+    Ok(Request::Conn(ConnCmd::Hello(hello)))
+}
+
+/// Parses AUTH.
+pub fn parse_auth(args: &mut Args) -> Result<Request, Reply> {
+    match args.remaining() {
+        1 => Ok(Request::Conn(ConnCmd::Auth {
+            user: None,
+            pass: args.next()?,
+        })),
+        2 => Ok(Request::Conn(ConnCmd::Auth {
+            user: Some(args.next()?),
+            pass: args.next()?,
+        })),
+        _ => Err(syntax_error()),
+    }
+}
+
+/// Parses SELECT.
+pub fn parse_select(args: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Conn(ConnCmd::Select(args.next_i64()?)))
+}
+
+/// Parses QUIT (extra arguments are ignored, as in Redis).
+pub fn parse_quit(_: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Conn(ConnCmd::Quit))
+}
+
+/// Parses RESET.
+pub fn parse_reset(_: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Conn(ConnCmd::Reset))
+}
+
+/// Validates a client name as Redis does (printable ASCII, no spaces).
+pub fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+/// The error for an invalid client name.
+pub fn invalid_client_name() -> Reply {
+    Reply::err("ERR Client names cannot contain spaces, newlines or special characters.")
+}

@@ -1,0 +1,131 @@
+//! `EXPIRE`/`PEXPIRE key ttl [NX|XX|GT|LT]`, `EXPIREAT`/`PEXPIREAT key time [NX|XX|GT|LT]`,
+//! and `PERSIST key`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Ctx, Expiry, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// The Redis 7 condition flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cond {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+/// A parsed EXPIRE-family command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expire {
+    /// The key.
+    pub key: Bytes,
+    /// The new deadline (absolute forms are resolved on the leader).
+    pub when: Expiry,
+    /// NX/XX/GT/LT.
+    pub cond: Cond,
+}
+
+/// Parses EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let name = args.name().to_string();
+    let key = args.next()?;
+    let raw = args.next()?;
+    let mut cond = Cond::default();
+    while args.remaining() > 0 {
+        let opt = args.next()?;
+        match String::from_utf8_lossy(&opt).to_ascii_uppercase().as_str() {
+            "NX" => cond.nx = true,
+            "XX" => cond.xx = true,
+            "GT" => cond.gt = true,
+            "LT" => cond.lt = true,
+            _ => {
+                return Err(Reply::err(format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(&opt)
+                )))
+            }
+        }
+    }
+    if cond.nx && (cond.xx || cond.gt || cond.lt) {
+        return Err(Reply::err(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if cond.gt && cond.lt {
+        return Err(Reply::err(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
+    }
+    let n = crate::resp::args::parse_i64(&raw)
+        .ok_or_else(|| Reply::err(crate::resp::args::NOT_INTEGER))?;
+    let invalid = || Reply::err(format!("ERR invalid expire time in '{name}' command"));
+    let seconds = !name.starts_with('p');
+    let ms = if seconds {
+        n.checked_mul(1000).ok_or_else(invalid)?
+    } else {
+        n
+    };
+    let when = if name.ends_with("at") {
+        Expiry::At(ms)
+    } else {
+        Expiry::In(ms)
+    };
+    Ok(Request::Write(Command::Expire(Expire { key, when, cond })))
+}
+
+impl Expire {
+    /// Applies the new deadline, or deletes the key if it is already in the past.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        let Some(entry) = ks.get(&self.key, ctx.now) else {
+            return Reply::Int(0);
+        };
+        let Expiry::In(rel) = self.when else {
+            return Reply::err("ERR internal: unresolved absolute expire time");
+        };
+        let when = ctx.now as i64 + rel;
+        let current = entry.expire_at.map(|at| at as i64);
+        let c = self.cond;
+        let refused = (c.nx && current.is_some())
+            || (c.xx && current.is_none())
+            || (c.gt && current.is_none_or(|cur| when <= cur))
+            || (c.lt && current.is_some_and(|cur| when >= cur));
+        if refused {
+            return Reply::Int(0);
+        }
+        if when <= ctx.now as i64 {
+            ks.remove(&self.key, ctx.now);
+        } else {
+            ks.set_expire(&self.key, Some(when as u64), ctx.now);
+        }
+        Reply::Int(1)
+    }
+}
+
+/// `PERSIST key`: removes the deadline; 1 if there was one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Persist {
+    /// The key.
+    pub key: Bytes,
+}
+
+/// Parses PERSIST.
+pub fn parse_persist(args: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Write(Command::Persist(Persist {
+        key: args.next()?,
+    })))
+}
+
+impl Persist {
+    /// Applies PERSIST.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        match ks.get(&self.key, ctx.now) {
+            Some(e) if e.expire_at.is_some() => {
+                Reply::Int(ks.set_expire(&self.key, None, ctx.now) as i64)
+            }
+            _ => Reply::Int(0),
+        }
+    }
+}

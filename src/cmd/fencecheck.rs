@@ -1,0 +1,37 @@
+//! `FENCECHECK key token`: 1 if `token` belongs to the current live holder of lock `key`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{fencedset::parse_token, Command, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// A parsed FENCECHECK.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceCheck {
+    /// The lock's key.
+    pub key: Bytes,
+    /// The token to check.
+    pub token: u64,
+}
+
+/// Parses FENCECHECK.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let key = args.next()?;
+    let token = parse_token(args)?;
+    Ok(Request::Read(Command::FenceCheck(FenceCheck {
+        key,
+        token,
+    })))
+}
+
+impl FenceCheck {
+    /// Compares with the live holder's token.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        Reply::Int(
+            ks.get(&self.key, now)
+                .is_some_and(|e| e.token == self.token) as i64,
+        )
+    }
+}

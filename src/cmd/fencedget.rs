@@ -1,0 +1,44 @@
+//! `FENCEDGET key token`: read the value and raise the key's fence to `token`.
+//!
+//! It goes through the log because it changes the fence: once a reader with token 34 has
+//! read, a writer with token 33 can no longer write (timestamp ordering, design.md §2).
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::fencedset::{fenced, parse_token};
+use super::{Command, Ctx, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// A parsed FENCEDGET.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FencedGet {
+    /// The resource key.
+    pub key: Bytes,
+    /// The reader's fencing token.
+    pub token: u64,
+}
+
+/// Parses FENCEDGET.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let key = args.next()?;
+    let token = parse_token(args)?;
+    Ok(Request::Write(Command::FencedGet(FencedGet { key, token })))
+}
+
+impl FencedGet {
+    /// Checks and raises the fence, then reads.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        let highest = ks.fence(&self.key);
+        if self.token < highest {
+            return fenced(self.token, highest);
+        }
+        let value = match ks.get_str(&self.key, ctx.now) {
+            Ok(v) => v.cloned(),
+            Err(e) => return e,
+        };
+        ks.raise_fence(&self.key, self.token);
+        value.map_or(Reply::Nil, Reply::Bulk)
+    }
+}

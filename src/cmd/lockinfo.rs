@@ -1,0 +1,39 @@
+//! `LOCKINFO key`: a map of owner, token and pttl (a flat array in RESP2), or nil.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Request};
+use crate::resp::{Args, Reply};
+use crate::state::{Keyspace, Value};
+
+/// A parsed LOCKINFO.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockInfo {
+    /// The lock's key.
+    pub key: Bytes,
+}
+
+/// Parses LOCKINFO.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Read(Command::LockInfo(LockInfo {
+        key: args.next()?,
+    })))
+}
+
+impl LockInfo {
+    /// Describes the current holder.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        match ks.get(&self.key, now) {
+            Some(e) => {
+                let Value::Str(owner) = &e.value;
+                Reply::Map(vec![
+                    (Reply::text("owner"), Reply::Bulk(owner.clone())),
+                    (Reply::text("token"), Reply::Int(e.token as i64)),
+                    (Reply::text("pttl"), Reply::Int(e.pttl(now))),
+                ])
+            }
+            None => Reply::Nil,
+        }
+    }
+}

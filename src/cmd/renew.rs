@@ -1,0 +1,47 @@
+//! `RENEW key owner PX ms`: extend a held lease; the token, or nil if the lock was lost.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::lock::parse_px;
+use super::{Command, Ctx, Request};
+use crate::resp::{Args, Reply};
+use crate::state::{Keyspace, Value};
+
+/// A parsed RENEW.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renew {
+    /// The lock's key.
+    pub key: Bytes,
+    /// The owner renewing it.
+    pub owner: Bytes,
+    /// New lease length in ms, from now.
+    pub ttl_ms: u64,
+}
+
+/// Parses RENEW.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let key = args.next()?;
+    let owner = args.next()?;
+    let ttl_ms = parse_px(args, "renew")?;
+    args.finish()?;
+    Ok(Request::Write(Command::Renew(Renew { key, owner, ttl_ms })))
+}
+
+impl Renew {
+    /// Extends the lease if `owner` still holds it.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        match ks.get(&self.key, ctx.now) {
+            Some(e) if e.value == Value::Str(self.owner.clone()) => {
+                let token = e.token;
+                ks.set_expire(
+                    &self.key,
+                    Some(ctx.now.saturating_add(self.ttl_ms)),
+                    ctx.now,
+                );
+                Reply::Int(token as i64)
+            }
+            _ => Reply::Nil,
+        }
+    }
+}

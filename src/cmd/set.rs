@@ -1,0 +1,177 @@
+//! `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ts-ms|KEEPTTL]`, and the older
+//! `SETNX key value`, `SETEX key seconds value`, `PSETEX key ms value` forms.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Ctx, Expiry, Request};
+use crate::resp::args::syntax_error;
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// What happens to the key's TTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TtlMode {
+    /// Clear any TTL (plain SET).
+    Clear,
+    /// Keep the existing TTL (KEEPTTL).
+    Keep,
+    /// Set a new one.
+    Set(Expiry),
+}
+
+/// Which reply shape the form uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SetForm {
+    /// SET: +OK, or nil when NX/XX aborts.
+    Set,
+    /// SETNX: :1 or :0.
+    SetNx,
+}
+
+/// A parsed SET.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Set {
+    /// The key.
+    pub key: Bytes,
+    /// The value.
+    pub value: Bytes,
+    /// NX: only if absent.
+    pub nx: bool,
+    /// XX: only if present.
+    pub xx: bool,
+    /// GET: reply with the old value.
+    pub get: bool,
+    /// TTL handling.
+    pub ttl: TtlMode,
+    /// Reply shape.
+    pub form: SetForm,
+}
+
+fn is(opt: &[u8], word: &str) -> bool {
+    opt.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// Parses `SET key value [options]` with Redis's option-conflict rules.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let key = args.next()?;
+    let value = args.next()?;
+    let mut set = Set {
+        key,
+        value,
+        nx: false,
+        xx: false,
+        get: false,
+        ttl: TtlMode::Clear,
+        form: SetForm::Set,
+    };
+    let mut unit: Option<(&str, Bytes)> = None;
+    while args.remaining() > 0 {
+        let opt = args.next()?;
+        let has_next = args.remaining() > 0;
+        let timed = unit.is_some();
+        if is(&opt, "NX") && !set.xx {
+            set.nx = true;
+        } else if is(&opt, "XX") && !set.nx {
+            set.xx = true;
+        } else if is(&opt, "GET") {
+            set.get = true;
+        } else if is(&opt, "KEEPTTL") && !timed {
+            set.ttl = TtlMode::Keep;
+        } else if set.ttl != TtlMode::Keep
+            && has_next
+            && ["EX", "PX", "EXAT", "PXAT"].iter().any(|w| is(&opt, w))
+        {
+            let word = ["EX", "PX", "EXAT", "PXAT"]
+                .into_iter()
+                .find(|w| is(&opt, w))
+                .unwrap_or("EX");
+            if matches!(&unit, Some((u, _)) if *u != word) {
+                return Err(syntax_error());
+            }
+            unit = Some((word, args.next()?));
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    if let Some((word, raw)) = unit {
+        set.ttl = TtlMode::Set(Expiry::parse(word, &raw, "set")?);
+    }
+    Ok(Request::Write(Command::Set(set)))
+}
+
+/// `SETNX key value`.
+pub fn parse_setnx(args: &mut Args) -> Result<Request, Reply> {
+    let (key, value) = (args.next()?, args.next()?);
+    let set = Set {
+        key,
+        value,
+        nx: true,
+        xx: false,
+        get: false,
+        ttl: TtlMode::Clear,
+        form: SetForm::SetNx,
+    };
+    Ok(Request::Write(Command::Set(set)))
+}
+
+/// `SETEX key seconds value` and `PSETEX key milliseconds value`.
+pub fn parse_setex(args: &mut Args) -> Result<Request, Reply> {
+    let word = if args.name() == "psetex" { "PX" } else { "EX" };
+    let name = args.name().to_string();
+    let key = args.next()?;
+    let raw = args.next()?;
+    let value = args.next()?;
+    let ttl = TtlMode::Set(Expiry::parse(word, &raw, &name)?);
+    Ok(Request::Write(Command::Set(Set {
+        key,
+        value,
+        nx: false,
+        xx: false,
+        get: false,
+        ttl,
+        form: SetForm::Set,
+    })))
+}
+
+impl Set {
+    /// Applies the SET at `ctx`.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        let old = match ks.get_str(&self.key, ctx.now) {
+            Ok(v) => v.cloned(),
+            Err(e) if self.get => return e,
+            Err(_) => None,
+        };
+        let found = ks.get(&self.key, ctx.now).is_some();
+        let old_reply = || old.clone().map_or(Reply::Nil, Reply::Bulk);
+        if (self.nx && found) || (self.xx && !found) {
+            return match (self.get, self.form) {
+                (true, _) => old_reply(),
+                (false, SetForm::SetNx) => Reply::Int(0),
+                (false, SetForm::Set) => Reply::Nil,
+            };
+        }
+        let expire_at = match self.ttl {
+            TtlMode::Clear => None,
+            TtlMode::Keep => ks.get(&self.key, ctx.now).and_then(|e| e.expire_at),
+            TtlMode::Set(exp) => Some(exp.deadline(ctx.now)),
+        };
+        match expire_at {
+            Some(at) if at <= ctx.now => {
+                ks.remove(&self.key, ctx.now);
+            }
+            _ => ks.set_str(
+                self.key.clone(),
+                self.value.clone(),
+                expire_at,
+                ctx.revision,
+                ctx.now,
+            ),
+        }
+        match (self.get, self.form) {
+            (true, _) => old_reply(),
+            (false, SetForm::SetNx) => Reply::Int(1),
+            (false, SetForm::Set) => Reply::ok(),
+        }
+    }
+}

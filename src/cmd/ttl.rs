@@ -1,0 +1,40 @@
+//! `TTL key` and `PTTL key`: -2 if missing, -1 without a deadline, else the time left.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// A parsed TTL or PTTL.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ttl {
+    /// The key.
+    pub key: Bytes,
+    /// True for PTTL (milliseconds).
+    pub millis: bool,
+}
+
+/// Parses TTL/PTTL.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let millis = args.name() == "pttl";
+    Ok(Request::Read(Command::Ttl(Ttl {
+        key: args.next()?,
+        millis,
+    })))
+}
+
+impl Ttl {
+    /// Reads the remaining time; TTL rounds to the nearest second as Redis does.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        match ks.get(&self.key, now) {
+            None => Reply::Int(-2),
+            Some(e) => match e.pttl(now) {
+                -1 => Reply::Int(-1),
+                ms if self.millis => Reply::Int(ms),
+                ms => Reply::Int((ms + 500) / 1000),
+            },
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! `TYPE key`: the type name as a status reply, or `none`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// A parsed TYPE.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Type {
+    /// The key.
+    pub key: Bytes,
+}
+
+/// Parses TYPE.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Read(Command::Type(Type { key: args.next()? })))
+}
+
+impl Type {
+    /// Reads the type.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        Reply::Simple(
+            ks.get(&self.key, now)
+                .map_or("none", |e| e.value.type_name())
+                .into(),
+        )
+    }
+}

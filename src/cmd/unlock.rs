@@ -1,0 +1,38 @@
+//! `UNLOCK key owner`: 1 if released, 0 if the lock is not held by that owner.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Ctx, Request};
+use crate::resp::{Args, Reply};
+use crate::state::{Keyspace, Value};
+
+/// A parsed UNLOCK.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unlock {
+    /// The lock's key.
+    pub key: Bytes,
+    /// The owner releasing it.
+    pub owner: Bytes,
+}
+
+/// Parses UNLOCK.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    Ok(Request::Write(Command::Unlock(Unlock {
+        key: args.next()?,
+        owner: args.next()?,
+    })))
+}
+
+impl Unlock {
+    /// Releases the lock if `owner` holds it.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        match ks.get(&self.key, ctx.now) {
+            Some(e) if e.value == Value::Str(self.owner.clone()) => {
+                ks.remove(&self.key, ctx.now);
+                Reply::Int(1)
+            }
+            _ => Reply::Int(0),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! # Palisade
+//!
+//! A Redis-wire-compatible lock server built on Raft. Every write is a command inside a log
+//! entry of an openraft log persisted in RocksDB; locks are leases with fencing tokens.
+//!
+//! # Layout
+//!
+//! The request path, from bytes to state and back:
+//!
+//! ```text
+//! TCP bytes -> resp::parse (request) -> cmd::parse (dispatch table) -> Request
+//!   Request::Conn  -> server::session (HELLO, CLIENT, INFO, ...)
+//!   Request::Write -> server::proposer (batch) -> raft (log entry, fsync) -> store::state_machine
+//!                     -> cmd::Command::apply on state::Keyspace -> Reply
+//!   Request::Read  -> server::reader (one ReadIndex round per batch) -> Command::query -> Reply
+//! Reply -> resp::frame (RESP2 or RESP3 bytes)
+//! ```
+//!
+//! - [`resp`]: the only code that touches bytes.
+//! - [`cmd`]: one command (or family) per file; the dispatch table.
+//! - [`state`]: the pure, deterministic keyspace, revision and cluster clock.
+//! - [`store`]: RocksDB schema, log store, state machine and snapshots.
+//! - [`raft`]: openraft types, peer network, node start-up.
+//! - [`server`]: accept loop, sessions, batching, housekeeping.
+//! - [`config`]: flags, TOML file and defaults.
+
+pub mod cmd;
+pub mod config;
+pub mod raft;
+pub mod resp;
+pub mod server;
+pub mod state;
+pub mod store;

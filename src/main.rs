@@ -1,0 +1,39 @@
+//! The `palisade` binary: configuration, tracing, start the node, wait for a signal, shut down.
+
+use clap::Parser;
+use palisade::config::{Config, Flags};
+use palisade::server::Server;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = Config::from_flags(Flags::parse())?;
+    // A bare level keeps openraft's chatty per-election logs at warn; a full filter is used as is.
+    let spec = if config.log_level.contains('=') {
+        config.log_level.clone()
+    } else {
+        format!("{},openraft=warn", config.log_level)
+    };
+    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info,openraft=warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
+    let server = Server::start(config).await?;
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! The registry of connected clients, for CLIENT LIST/INFO and INFO's clients section.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What CLIENT LIST shows about one connection.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    /// Connection id.
+    pub id: u64,
+    /// Peer address.
+    pub addr: SocketAddr,
+    /// Local address.
+    pub laddr: SocketAddr,
+    /// CLIENT SETNAME.
+    pub name: String,
+    /// CLIENT SETINFO LIB-NAME.
+    pub lib_name: String,
+    /// CLIENT SETINFO LIB-VER.
+    pub lib_ver: String,
+    /// Protocol version.
+    pub resp: u8,
+    /// Connected at.
+    pub since: Instant,
+    /// Last command at.
+    pub last: Instant,
+    /// Last command name.
+    pub cmd: String,
+}
+
+impl ClientInfo {
+    /// One CLIENT LIST line, with Redis's field names and order.
+    pub fn line(&self) -> String {
+        format!(
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.name,
+            self.since.elapsed().as_secs(),
+            self.last.elapsed().as_secs(),
+            self.cmd,
+            self.resp,
+            self.lib_name,
+            self.lib_ver
+        )
+    }
+}
+
+/// All connected clients.
+#[derive(Default)]
+pub struct Clients {
+    map: Mutex<BTreeMap<u64, ClientInfo>>,
+}
+
+impl Clients {
+    /// Registers a connection.
+    pub fn add(&self, info: ClientInfo) {
+        if let Ok(mut m) = self.map.lock() {
+            m.insert(info.id, info);
+        }
+    }
+
+    /// Removes a connection.
+    pub fn remove(&self, id: u64) {
+        if let Ok(mut m) = self.map.lock() {
+            m.remove(&id);
+        }
+    }
+
+    /// Updates a connection's record.
+    pub fn update(&self, id: u64, f: impl FnOnce(&mut ClientInfo)) {
+        if let Ok(mut m) = self.map.lock() {
+            if let Some(c) = m.get_mut(&id) {
+                f(c);
+            }
+        }
+    }
+
+    /// Number of connections.
+    pub fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// True when no client is connected.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One connection's line.
+    pub fn line(&self, id: u64) -> String {
+        self.map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&id).map(ClientInfo::line))
+            .unwrap_or_default()
+    }
+
+    /// All lines, each ending in a newline.
+    pub fn list(&self) -> String {
+        self.map
+            .lock()
+            .map(|m| m.values().map(|c| c.line() + "\n").collect())
+            .unwrap_or_default()
+    }
+}

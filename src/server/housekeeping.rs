@@ -1,0 +1,67 @@
+//! Leader-only background work: propose eviction of expired keys (expiry is replicated, never
+//! local) and a tick entry about once a second while leases are live, which bounds how late
+//! cluster time can run after a failover (design.md §4).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::reader::cluster_now;
+use super::Shared;
+use crate::cmd::{evict::Evict, Command};
+
+/// How often the leader looks for expired keys.
+pub const SCAN_INTERVAL: Duration = Duration::from_millis(100);
+/// Longest gap between stamped entries while any key has a TTL.
+pub const TICK_INTERVAL_MS: u64 = 1000;
+/// Most keys removed by one eviction entry.
+pub const EVICT_BATCH: usize = 1000;
+
+/// Runs until `stop` changes.
+pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(SCAN_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let Some(cmd) = next_entry(&shared) else {
+            continue;
+        };
+        let rx = shared.proposer.submit(cmd);
+        // Wait for it, so that at most one housekeeping entry is in flight.
+        let _ =
+            tokio::time::timeout(Duration::from_millis(shared.config.write_timeout_ms), rx).await;
+    }
+}
+
+/// Decides what, if anything, the leader should propose now.
+fn next_entry(shared: &Shared) -> Option<Command> {
+    let metrics = shared.raft.metrics().borrow().clone();
+    if metrics.current_leader != Some(shared.config.node_id)
+        || metrics.state != openraft::ServerState::Leader
+    {
+        return None;
+    }
+    let st = shared.state.read().ok()?;
+    let now = cluster_now(&shared.raft, &st, &shared.clock);
+    let expired = st.ks.expired_keys(now, EVICT_BATCH);
+    if !expired.is_empty() {
+        return Some(Command::Evict(Evict { keys: expired }));
+    }
+    // A new leader stamps an entry at once, so that its term's clock offset is set.
+    if st.ks.clock().term != metrics.current_term {
+        return Some(Command::Tick);
+    }
+    let idle = shared.clock.now_ms().saturating_sub(
+        shared
+            .proposer
+            .stats
+            .last_proposal_ms
+            .load(Ordering::Relaxed),
+    );
+    (st.ks.volatile_len() > 0 && idle >= TICK_INTERVAL_MS).then_some(Command::Tick)
+}

@@ -1,0 +1,275 @@
+//! The server: accept loop, per-connection sessions, write batching, read batching and
+//! leader housekeeping, all sharing one [`Shared`].
+
+pub mod clients;
+pub mod errors;
+pub mod housekeeping;
+pub mod proposer;
+pub mod reader;
+pub mod session;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::cmd::info::InfoData;
+use crate::config::Config;
+use crate::raft::node::{self, NodeSettings};
+use crate::raft::Raft;
+use crate::store::SmState;
+use clients::{ClientInfo, Clients};
+use proposer::{Clock, Proposer};
+use reader::Reader;
+
+/// Server-wide counters.
+#[derive(Default, Debug)]
+pub struct Stats {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections refused at maxclients.
+    pub rejected: AtomicU64,
+    /// Commands processed.
+    pub commands: AtomicU64,
+}
+
+/// State shared by every task of the server.
+pub struct Shared {
+    /// Resolved configuration.
+    pub config: Config,
+    /// Raft handle.
+    pub raft: Raft,
+    /// The state machine's shared state.
+    pub state: Arc<RwLock<SmState>>,
+    /// Monotonic clock for leader timestamps.
+    pub clock: Clock,
+    /// Write batching.
+    pub proposer: Proposer,
+    /// Read batching.
+    pub reader: Reader,
+    /// Connected clients.
+    pub clients: Clients,
+    /// Counters.
+    pub stats: Stats,
+    /// Random id of this process (INFO run_id).
+    pub run_id: String,
+    /// Start time.
+    pub started: Instant,
+    /// The bound client address.
+    pub addr: SocketAddr,
+}
+
+impl Shared {
+    /// Gathers INFO's fields.
+    pub fn info(&self) -> InfoData {
+        let m = self.raft.metrics().borrow().clone();
+        let (keys, expires, revision, expired) = match self.state.read() {
+            Ok(st) => {
+                let now = reader::cluster_now(&self.raft, &st, &self.clock);
+                (
+                    st.ks.live_len(now),
+                    st.ks.volatile_len(),
+                    st.ks.revision(),
+                    st.expired_total,
+                )
+            }
+            Err(_) => (0, 0, 0, 0),
+        };
+        let role = match m.state {
+            openraft::ServerState::Leader => "leader",
+            openraft::ServerState::Candidate => "candidate",
+            openraft::ServerState::Learner => "learner",
+            _ => "follower",
+        };
+        InfoData {
+            version: env!("CARGO_PKG_VERSION"),
+            run_id: self.run_id.clone(),
+            tcp_port: self.addr.port(),
+            process_id: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs(),
+            connected_clients: self.clients.len(),
+            maxclients: self.config.maxclients,
+            used_memory_rss: rss_bytes(),
+            total_connections: self.stats.connections.load(Ordering::Relaxed),
+            total_commands: self.stats.commands.load(Ordering::Relaxed),
+            rejected_connections: self.stats.rejected.load(Ordering::Relaxed),
+            expired_keys: expired,
+            batches_proposed: self.proposer.stats.batches.load(Ordering::Relaxed),
+            batched_commands: self.proposer.stats.commands.load(Ordering::Relaxed),
+            keys,
+            expires,
+            revision,
+            node_id: self.config.node_id,
+            role,
+            leader_id: m.current_leader,
+            term: m.current_term,
+            // openraft 0.9 metrics do not expose the commit index; applied <= committed, and the
+            // two are equal whenever the state machine has caught up.
+            commit_index: m.last_applied.map(|l| l.index).unwrap_or(0),
+            applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
+            last_log_index: m.last_log_index.unwrap_or(0),
+            snapshot_index: m.snapshot.map(|s| s.index).unwrap_or(0),
+            members: m.membership_config.membership().voter_ids().collect(),
+            dir: self.config.dir.display().to_string(),
+        }
+    }
+}
+
+/// Resident set size from /proc (0 where unavailable).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+fn random_run_id() -> String {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    (0..40)
+        .map(|_| std::char::from_digit(rng.gen_range(0..16), 16).unwrap_or('0'))
+        .collect()
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Server {
+    /// Opens storage, starts Raft, binds the client port and starts serving.
+    pub async fn start(config: Config) -> anyhow::Result<Server> {
+        let settings = NodeSettings {
+            node_id: config.node_id,
+            peer_addr: config.peer_addr(),
+            dir: config.dir.clone(),
+            snapshot_every: config.snapshot_every,
+        };
+        let node = node::start(&settings).await?;
+        let listener = TcpListener::bind((config.bind.as_str(), config.port))
+            .await
+            .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+        let addr = listener.local_addr()?;
+        let clock = Clock::new();
+        let shared = Arc::new(Shared {
+            proposer: Proposer::start(node.raft.clone(), clock),
+            reader: Reader::start(node.raft.clone(), node.state.clone(), clock),
+            raft: node.raft,
+            state: node.state,
+            clock,
+            clients: Clients::default(),
+            stats: Stats::default(),
+            run_id: random_run_id(),
+            started: Instant::now(),
+            addr,
+            config,
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));
+        tasks.spawn(accept_loop(shared.clone(), listener, stop_rx));
+        tracing::info!(addr = %addr, node_id = shared.config.node_id, dir = %shared.config.dir.display(), "palisade ready to accept connections");
+        Ok(Server {
+            shared,
+            stop,
+            tasks,
+        })
+    }
+
+    /// The bound client address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// Ordered shutdown: stop accepting, close sessions (their in-flight commands finish or
+    /// time out), stop background tasks, then shut Raft down, which closes the store.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(5), drain)
+            .await
+            .is_err()
+        {
+            tracing::warn!("background tasks did not stop within 5s");
+            self.tasks.abort_all();
+        }
+        if let Err(e) = self.shared.raft.shutdown().await {
+            tracing::error!(error = %e, "raft shutdown failed");
+        }
+        tracing::info!("palisade stopped");
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    let mut sessions = JoinSet::new();
+    let mut next_id: u64 = 0;
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.changed() => break,
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => continue,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if shared.clients.len() >= shared.config.maxclients {
+            shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let mut stream = stream;
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        next_id += 1;
+        let id = next_id;
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let laddr = stream.local_addr().unwrap_or(shared.addr);
+        shared.clients.add(ClientInfo {
+            id,
+            addr: peer,
+            laddr,
+            name: String::new(),
+            lib_name: String::new(),
+            lib_ver: String::new(),
+            resp: 2,
+            since: now,
+            last: now,
+            cmd: "NULL".into(),
+        });
+        let (sh, rx) = (shared.clone(), stop.clone());
+        sessions.spawn(async move {
+            session::serve(sh.clone(), stream, id, rx).await;
+            sh.clients.remove(id);
+        });
+    }
+    drop(listener);
+    let drain = async { while sessions.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(3), drain)
+        .await
+        .is_err()
+    {
+        sessions.abort_all();
+    }
+}

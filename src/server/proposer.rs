@@ -1,0 +1,168 @@
+//! Application-level batching of writes (design.md §6).
+//!
+//! Commands from any connection queue here; the proposer takes everything queued and
+//! proposes it as one log entry (`Batch`), so one fsync serves many commands. Entries are
+//! handed to openraft in queue order, which keeps each connection's pipeline in order. A
+//! bounded number of batches may be in flight; while they are, the next batch grows.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use crate::cmd::Command;
+use crate::raft::{Batch, Raft};
+use crate::resp::Reply;
+
+/// Most commands in one log entry.
+pub const MAX_BATCH: usize = 4096;
+/// Most batches proposed but not yet applied.
+pub const MAX_IN_FLIGHT: usize = 2;
+
+/// A queued write.
+struct Pending {
+    cmd: Command,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// Counters the proposer keeps for INFO and housekeeping.
+#[derive(Default, Debug)]
+pub struct ProposerStats {
+    /// Batches proposed.
+    pub batches: AtomicU64,
+    /// Commands proposed.
+    pub commands: AtomicU64,
+    /// Monotonic ms (see [`Clock`]) of the last proposal.
+    pub last_proposal_ms: AtomicU64,
+}
+
+/// The process's monotonic clock, in ms since start. Leader timestamps come from here.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    epoch: Instant,
+}
+
+impl Clock {
+    /// Starts the clock.
+    pub fn new() -> Clock {
+        Clock {
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since the clock started (monotonic).
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// Handle for submitting writes.
+#[derive(Clone)]
+pub struct Proposer {
+    tx: mpsc::UnboundedSender<Pending>,
+    /// Shared counters.
+    pub stats: Arc<ProposerStats>,
+}
+
+impl Proposer {
+    /// Starts the proposer task.
+    pub fn start(raft: Raft, clock: Clock) -> Proposer {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stats = Arc::new(ProposerStats::default());
+        tokio::spawn(run(rx, raft, clock, stats.clone()));
+        Proposer { tx, stats }
+    }
+
+    /// Queues a write; the receiver yields its reply once the entry is applied.
+    pub fn submit(&self, cmd: Command) -> oneshot::Receiver<Reply> {
+        let (reply, rx) = oneshot::channel();
+        // If the proposer has stopped, the dropped sender reports the failure to the caller.
+        let _ = self.tx.send(Pending { cmd, reply });
+        rx
+    }
+}
+
+fn unix_now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn drain(rx: &mut mpsc::UnboundedReceiver<Pending>, batch: &mut Vec<Pending>) {
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(p) => batch.push(p),
+            Err(_) => break,
+        }
+    }
+}
+
+async fn run(
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+    raft: Raft,
+    clock: Clock,
+    stats: Arc<ProposerStats>,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        drain(&mut rx, &mut batch);
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        // Commands that arrived while we waited for a slot join this batch.
+        drain(&mut rx, &mut batch);
+        let unix_now = unix_now_ms();
+        let (mut cmds, senders): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+        for cmd in &mut cmds {
+            cmd.resolve_absolute_time(unix_now);
+        }
+        let ts = clock.now_ms();
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats
+            .commands
+            .fetch_add(cmds.len() as u64, Ordering::Relaxed);
+        stats.last_proposal_ms.store(ts, Ordering::Relaxed);
+        let n = cmds.len();
+        let receiver = match raft.client_write_ff(Batch { ts, cmds }).await {
+            Ok(r) => r,
+            Err(fatal) => {
+                tracing::error!(error = %fatal, "raft stopped; failing queued writes");
+                fail_all(senders, Reply::err("ERR raft is shutting down"));
+                continue;
+            }
+        };
+        tokio::spawn(async move {
+            let outcome = receiver.await;
+            drop(permit);
+            match outcome {
+                Ok(Ok(resp)) if resp.data.0.len() == n => {
+                    for (tx, reply) in senders.into_iter().zip(resp.data.0) {
+                        let _ = tx.send(reply);
+                    }
+                }
+                Ok(Ok(_)) => fail_all(senders, Reply::err("ERR internal: reply count mismatch")),
+                Ok(Err(e)) => fail_all(senders, super::errors::client_write_error(&e)),
+                Err(_) => fail_all(
+                    senders,
+                    Reply::err("TRYAGAIN write outcome unknown: raft dropped the request"),
+                ),
+            }
+        });
+    }
+}
+
+fn fail_all(senders: Vec<oneshot::Sender<Reply>>, reply: Reply) {
+    for tx in senders {
+        let _ = tx.send(reply.clone());
+    }
+}

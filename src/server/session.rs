@@ -1,0 +1,373 @@
+//! One client connection: read requests, execute them in order, write replies in order.
+//!
+//! Pipelined requests are parsed together. Consecutive writes are submitted together (so they
+//! can share a log entry) and consecutive reads likewise; a read never overtakes an earlier
+//! write of the same connection, and connection commands see every earlier reply encoded.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::errors::write_timeout;
+use super::Shared;
+use crate::cmd::client::ClientCmd;
+use crate::cmd::connection::Hello;
+use crate::cmd::lock::Lock;
+use crate::cmd::{self, Command, ConnCmd, Request};
+use crate::resp::{parse_request, Protocol, Reply};
+use crate::state::Value;
+
+/// Flush replies to the socket once this much is buffered.
+const OUT_FLUSH: usize = 64 * 1024;
+
+/// Per-connection state.
+pub struct Session {
+    id: u64,
+    proto: Protocol,
+    authed: bool,
+    name: Option<Bytes>,
+    shared: Arc<Shared>,
+    out: BytesMut,
+    slots: Vec<Slot>,
+    quit: bool,
+}
+
+enum Slot {
+    Ready(Reply),
+    Write(oneshot::Receiver<Reply>, Instant),
+    Read(oneshot::Receiver<Reply>, Instant),
+}
+
+/// Serves one connection until it closes, errs or the server stops.
+pub async fn serve(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    id: u64,
+    mut stop: watch::Receiver<bool>,
+) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let span = tracing::info_span!("conn", conn_id = id, peer = %peer);
+    async move {
+        let authed = shared.config.requirepass.is_none();
+        let mut s = Session {
+            id,
+            proto: Protocol::Resp2,
+            authed,
+            name: None,
+            shared,
+            out: BytesMut::new(),
+            slots: Vec::new(),
+            quit: false,
+        };
+        let mut stream = stream;
+        if let Err(e) = s.run(&mut stream, &mut stop).await {
+            tracing::debug!(error = %e, "connection closed with error");
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+impl Session {
+    async fn run(
+        &mut self,
+        stream: &mut TcpStream,
+        stop: &mut watch::Receiver<bool>,
+    ) -> std::io::Result<()> {
+        let limits = self.shared.config.limits;
+        let mut buf = BytesMut::with_capacity(16 * 1024);
+        loop {
+            let mut requests = Vec::new();
+            let mut fatal = None;
+            let mut capped = false;
+            loop {
+                match parse_request(&mut buf, &limits) {
+                    Ok(Some(argv)) if argv.is_empty() => continue,
+                    Ok(Some(argv)) => requests.push(argv),
+                    Ok(None) => break,
+                    Err(e) => {
+                        fatal = Some(e);
+                        break;
+                    }
+                }
+                if requests.len() >= 1024 {
+                    capped = true;
+                    break;
+                }
+            }
+            if !requests.is_empty() {
+                self.shared
+                    .stats
+                    .commands
+                    .fetch_add(requests.len() as u64, Ordering::Relaxed);
+                for argv in requests {
+                    self.handle(argv, stream).await?;
+                    if self.quit {
+                        break;
+                    }
+                }
+                self.finish_slots(stream).await?;
+                stream.write_all(&self.out).await?;
+                self.out.clear();
+                if self.quit {
+                    return Ok(());
+                }
+            }
+            if let Some(e) = fatal {
+                tracing::debug!(error = %e, "protocol error");
+                let mut out = BytesMut::new();
+                Reply::err(format!("ERR {e}")).encode(self.proto, &mut out);
+                stream.write_all(&out).await?;
+                return Ok(());
+            }
+            if capped {
+                continue;
+            }
+            tokio::select! {
+                n = stream.read_buf(&mut buf) => {
+                    if n? == 0 {
+                        return Ok(());
+                    }
+                }
+                _ = stop.changed() => return Ok(()),
+            }
+        }
+    }
+
+    /// Executes one request, queueing its reply slot in order.
+    async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
+        let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
+        if !self.authed && !matches!(name.as_str(), "auth" | "hello" | "quit" | "reset") {
+            self.slots
+                .push(Slot::Ready(Reply::err("NOAUTH Authentication required.")));
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        self.shared.clients.update(self.id, |c| {
+            c.last = std::time::Instant::now();
+            c.cmd.clone_from(&name);
+        });
+        let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
+        match cmd::parse(argv) {
+            Err(reply) => self.slots.push(Slot::Ready(reply)),
+            Ok(Request::Write(Command::Lock(lock))) if lock.wait_ms > 0 => {
+                self.finish_slots(stream).await?;
+                let reply = self.lock_wait(lock).await;
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Write(c)) => {
+                if self.slots.iter().any(|s| matches!(s, Slot::Read(..))) {
+                    self.finish_slots(stream).await?;
+                }
+                self.slots
+                    .push(Slot::Write(shared.proposer.submit(c), deadline()));
+            }
+            Ok(Request::Read(c)) => {
+                if self.slots.iter().any(|s| matches!(s, Slot::Write(..))) {
+                    self.finish_slots(stream).await?;
+                }
+                self.slots
+                    .push(Slot::Read(shared.reader.submit(c), deadline()));
+            }
+            Ok(Request::Conn(c)) => {
+                self.finish_slots(stream).await?;
+                let reply = self.conn(c);
+                self.slots.push(Slot::Ready(reply));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every queued reply and encodes them in order.
+    async fn finish_slots(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        for slot in std::mem::take(&mut self.slots) {
+            let reply = match slot {
+                Slot::Ready(r) => r,
+                Slot::Write(rx, deadline) => match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(_)) => {
+                        Reply::err("TRYAGAIN write outcome unknown: the proposer stopped")
+                    }
+                    Err(_) => write_timeout(),
+                },
+                Slot::Read(rx, deadline) => match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(_)) => Reply::err("TRYAGAIN read failed: the reader stopped"),
+                    Err(_) => Reply::err("TIMEOUT read did not complete before the deadline"),
+                },
+            };
+            reply.encode(self.proto, &mut self.out);
+            if self.out.len() >= OUT_FLUSH {
+                stream.write_all(&self.out).await?;
+                self.out.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// LOCK ... WAIT ms: retries while another owner holds the lock, until the wait elapses.
+    /// While the lock is visibly held, it sleeps instead of writing to the log.
+    async fn lock_wait(&mut self, lock: Lock) -> Reply {
+        let until = Instant::now() + Duration::from_millis(lock.wait_ms);
+        loop {
+            let held_for = self.held_by_other(&lock);
+            let now = Instant::now();
+            if held_for.is_none() {
+                let rx = self.shared.proposer.submit(Command::Lock(lock.clone()));
+                let deadline = now + Duration::from_millis(self.shared.config.write_timeout_ms);
+                let reply = match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(_)) => {
+                        return Reply::err("TRYAGAIN write outcome unknown: the proposer stopped")
+                    }
+                    Err(_) => return write_timeout(),
+                };
+                if !matches!(reply, Reply::Nil) || Instant::now() >= until {
+                    return reply;
+                }
+            } else if now >= until {
+                return Reply::Nil;
+            }
+            let nap = held_for.unwrap_or(5).clamp(1, 20);
+            tokio::time::sleep_until((now + Duration::from_millis(nap)).min(until)).await;
+        }
+    }
+
+    /// If another owner visibly holds the lock, its remaining ms.
+    fn held_by_other(&self, lock: &Lock) -> Option<u64> {
+        let st = self.shared.state.read().ok()?;
+        let now = super::reader::cluster_now(&self.shared.raft, &st, &self.shared.clock);
+        let e = st.ks.get(&lock.key, now)?;
+        match &e.value {
+            Value::Str(v) if *v == lock.owner => None,
+            _ => Some(e.pttl(now).max(1) as u64),
+        }
+    }
+
+    /// Executes a connection command.
+    fn conn(&mut self, c: ConnCmd) -> Reply {
+        match c {
+            ConnCmd::Ping(None) => Reply::Simple("PONG".into()),
+            ConnCmd::Ping(Some(m)) | ConnCmd::Echo(m) => Reply::Bulk(m),
+            ConnCmd::Hello(h) => self.hello(h),
+            ConnCmd::Auth { user, pass } => self.auth(user, pass),
+            ConnCmd::Select(0) => Reply::ok(),
+            ConnCmd::Select(_) => Reply::err("ERR DB index is out of range"),
+            ConnCmd::Quit => {
+                self.quit = true;
+                Reply::ok()
+            }
+            ConnCmd::Reset => {
+                self.proto = Protocol::Resp2;
+                self.name = None;
+                self.authed = self.shared.config.requirepass.is_none();
+                self.shared.clients.update(self.id, |c| {
+                    c.name.clear();
+                    c.resp = 2;
+                });
+                Reply::Simple("RESET".into())
+            }
+            ConnCmd::Client(c) => self.client(c),
+            ConnCmd::Command(reply) => reply,
+            ConnCmd::Info(sections) => {
+                Reply::Verbatim(crate::cmd::info::render(&sections, &self.shared.info()))
+            }
+        }
+    }
+
+    fn check_password(&self, user: Option<&[u8]>, pass: &[u8]) -> bool {
+        let user_ok = user.is_none_or(|u| u == b"default");
+        match &self.shared.config.requirepass {
+            Some(p) => user_ok && p.as_bytes() == pass,
+            None => user_ok,
+        }
+    }
+
+    fn auth(&mut self, user: Option<Bytes>, pass: Bytes) -> Reply {
+        if user.is_none() && self.shared.config.requirepass.is_none() {
+            return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+        }
+        if self.check_password(user.as_deref(), &pass) {
+            self.authed = true;
+            Reply::ok()
+        } else {
+            Reply::err("WRONGPASS invalid username-password pair or user is disabled.")
+        }
+    }
+
+    fn hello(&mut self, h: Hello) -> Reply {
+        if let Some((user, pass)) = &h.auth {
+            if !self.check_password(Some(user), pass) {
+                return Reply::err("WRONGPASS invalid username-password pair or user is disabled.");
+            }
+            self.authed = true;
+        }
+        if !self.authed {
+            return Reply::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if let Some(name) = &h.setname {
+            if !crate::cmd::connection::valid_client_name(name) {
+                return crate::cmd::connection::invalid_client_name();
+            }
+            self.set_name(name.clone());
+        }
+        if let Some(p) = h.proto {
+            self.proto = if p == 3 {
+                Protocol::Resp3
+            } else {
+                Protocol::Resp2
+            };
+            self.shared.clients.update(self.id, |c| c.resp = p);
+        }
+        let proto = if self.proto == Protocol::Resp3 { 3 } else { 2 };
+        Reply::Map(vec![
+            (Reply::text("server"), Reply::text("redis")),
+            (Reply::text("version"), Reply::text("7.2.0")),
+            (Reply::text("proto"), Reply::Int(proto)),
+            (Reply::text("id"), Reply::Int(self.id as i64)),
+            (Reply::text("mode"), Reply::text("standalone")),
+            (Reply::text("role"), Reply::text("master")),
+            (Reply::text("modules"), Reply::Array(vec![])),
+        ])
+    }
+
+    fn set_name(&mut self, name: Bytes) {
+        let text = String::from_utf8_lossy(&name).into_owned();
+        self.name = (!name.is_empty()).then_some(name);
+        self.shared.clients.update(self.id, |c| c.name = text);
+    }
+
+    fn client(&mut self, c: ClientCmd) -> Reply {
+        match c {
+            ClientCmd::SetName(n) => {
+                self.set_name(n);
+                Reply::ok()
+            }
+            ClientCmd::GetName => self.name.clone().map_or(Reply::Nil, Reply::Bulk),
+            ClientCmd::Id => Reply::Int(self.id as i64),
+            ClientCmd::SetInfo { lib_name, value } => {
+                let v = String::from_utf8_lossy(&value).into_owned();
+                self.shared.clients.update(self.id, |c| {
+                    if lib_name {
+                        c.lib_name = v
+                    } else {
+                        c.lib_ver = v
+                    }
+                });
+                Reply::ok()
+            }
+            ClientCmd::Info => Reply::Verbatim(self.shared.clients.line(self.id) + "\n"),
+            ClientCmd::List => Reply::Verbatim(self.shared.clients.list()),
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The replicated keyspace: entries with optional deadlines, per-key fences and the revision.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::clock::ClusterClock;
+use crate::resp::Reply;
+
+/// Redis's reply for an operation on a key of another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A stored value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Value {
+    /// A Redis string. Any string key is also a lock whose owner is its value.
+    Str(Bytes),
+}
+
+impl Value {
+    /// The name `TYPE` reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+        }
+    }
+}
+
+/// One key's persisted record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The value.
+    pub value: Value,
+    /// Deadline in cluster milliseconds; `None` means no TTL.
+    pub expire_at: Option<u64>,
+    /// Fencing token: the revision at which the current owner (value) first wrote the key.
+    pub token: u64,
+}
+
+impl Entry {
+    /// True if the entry is still visible at cluster time `now`.
+    pub fn live(&self, now: u64) -> bool {
+        self.expire_at.is_none_or(|at| at > now)
+    }
+
+    /// Remaining TTL in ms at `now`, or -1 without a deadline.
+    pub fn pttl(&self, now: u64) -> i64 {
+        match self.expire_at {
+            Some(at) => at.saturating_sub(now) as i64,
+            None => -1,
+        }
+    }
+}
+
+/// Changes since the last [`Keyspace::take_changes`], to be written in one WriteBatch.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Keys to write (`Some`) or delete (`None`).
+    pub entries: Vec<(Bytes, Option<Entry>)>,
+    /// Fences to write.
+    pub fences: Vec<(Bytes, u64)>,
+}
+
+/// The whole replicated state machine data.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Keyspace {
+    entries: BTreeMap<Bytes, Entry>,
+    fences: BTreeMap<Bytes, u64>,
+    revision: u64,
+    clock: ClusterClock,
+    #[serde(skip)]
+    expiries: BTreeSet<(u64, Bytes)>,
+    #[serde(skip)]
+    dirty: BTreeSet<Bytes>,
+    #[serde(skip)]
+    dirty_fences: BTreeSet<Bytes>,
+}
+
+impl Keyspace {
+    /// Rebuilds a keyspace from persisted parts.
+    pub fn from_parts(
+        entries: BTreeMap<Bytes, Entry>,
+        fences: BTreeMap<Bytes, u64>,
+        revision: u64,
+        clock: ClusterClock,
+    ) -> Self {
+        let mut ks = Keyspace {
+            entries,
+            fences,
+            revision,
+            clock,
+            ..Default::default()
+        };
+        ks.rebuild_index();
+        ks
+    }
+
+    /// Rebuilds the expiry index (after deserializing a snapshot).
+    pub fn rebuild_index(&mut self) {
+        self.expiries = self
+            .entries
+            .iter()
+            .filter_map(|(k, e)| e.expire_at.map(|at| (at, k.clone())))
+            .collect();
+    }
+
+    /// The revision: advanced by one for every applied write command.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Advances and returns the revision.
+    pub fn bump_revision(&mut self) -> u64 {
+        self.revision += 1;
+        self.revision
+    }
+
+    /// The cluster clock.
+    pub fn clock(&self) -> &ClusterClock {
+        &self.clock
+    }
+
+    /// The cluster clock, for apply.
+    pub fn clock_mut(&mut self) -> &mut ClusterClock {
+        &mut self.clock
+    }
+
+    /// The live entry for `key` at `now`.
+    pub fn get(&self, key: &[u8], now: u64) -> Option<&Entry> {
+        self.entries.get(key).filter(|e| e.live(now))
+    }
+
+    /// The live string value of `key`, `Ok(None)` if absent, or WRONGTYPE.
+    pub fn get_str(&self, key: &[u8], now: u64) -> Result<Option<&Bytes>, Reply> {
+        match self.get(key, now).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Str(b)) => Ok(Some(b)),
+        }
+    }
+
+    /// Writes a string. The token is kept when a live entry already holds the same value
+    /// (the same owner renewing or re-writing), and is `revision` otherwise.
+    pub fn set_str(
+        &mut self,
+        key: Bytes,
+        value: Bytes,
+        expire_at: Option<u64>,
+        revision: u64,
+        now: u64,
+    ) {
+        let token = match self.get(&key, now) {
+            Some(Entry {
+                value: Value::Str(old),
+                token,
+                ..
+            }) if *old == value => *token,
+            _ => revision,
+        };
+        self.insert(
+            key,
+            Entry {
+                value: Value::Str(value),
+                expire_at,
+                token,
+            },
+        );
+    }
+
+    /// Inserts or replaces an entry.
+    pub fn insert(&mut self, key: Bytes, entry: Entry) {
+        if let Some(old) = self.entries.get(&key) {
+            if let Some(at) = old.expire_at {
+                self.expiries.remove(&(at, key.clone()));
+            }
+        }
+        if let Some(at) = entry.expire_at {
+            self.expiries.insert((at, key.clone()));
+        }
+        self.dirty.insert(key.clone());
+        self.entries.insert(key, entry);
+    }
+
+    /// Removes `key`; returns the entry if it was live at `now`.
+    pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
+        let (k, old) = self.entries.remove_entry(key)?;
+        if let Some(at) = old.expire_at {
+            self.expiries.remove(&(at, k.clone()));
+        }
+        self.dirty.insert(k);
+        old.live(now).then_some(old)
+    }
+
+    /// Sets or clears the deadline of a live key; returns false if the key is not live.
+    pub fn set_expire(&mut self, key: &[u8], expire_at: Option<u64>, now: u64) -> bool {
+        let Some(mut entry) = self.get(key, now).cloned() else {
+            return false;
+        };
+        entry.expire_at = expire_at;
+        self.insert(Bytes::copy_from_slice(key), entry);
+        true
+    }
+
+    /// The fence of `key`: the highest token FENCEDSET/FENCEDGET accepted (0 if none).
+    pub fn fence(&self, key: &[u8]) -> u64 {
+        self.fences.get(key).copied().unwrap_or(0)
+    }
+
+    /// Raises the fence of `key` to `token` if it is higher.
+    pub fn raise_fence(&mut self, key: &Bytes, token: u64) {
+        if token > self.fence(key) {
+            self.fences.insert(key.clone(), token);
+            self.dirty_fences.insert(key.clone());
+        }
+    }
+
+    /// Live keys at `now`, in sorted order.
+    pub fn live_keys(&self, now: u64) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        self.entries.iter().filter(move |(_, e)| e.live(now))
+    }
+
+    /// Number of live keys at `now`.
+    pub fn live_len(&self, now: u64) -> usize {
+        if self.expiries.is_empty() {
+            return self.entries.len();
+        }
+        self.live_keys(now).count()
+    }
+
+    /// Number of stored keys, including expired ones not yet evicted.
+    pub fn stored_len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of keys with a deadline.
+    pub fn volatile_len(&self) -> usize {
+        self.expiries.len()
+    }
+
+    /// Up to `limit` keys whose deadline has passed at `now`, earliest first.
+    pub fn expired_keys(&self, now: u64, limit: usize) -> Vec<Bytes> {
+        self.expiries
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .take(limit)
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
+    /// Removes `key` only if it has expired at `now` (eviction entries proposed by the leader).
+    pub fn evict(&mut self, key: &[u8], now: u64) -> bool {
+        match self.entries.get(key) {
+            Some(e) if !e.live(now) => {
+                self.remove(key, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the keys and fences changed since the last call.
+    pub fn take_changes(&mut self) -> Changes {
+        let entries = std::mem::take(&mut self.dirty).into_iter().map(|k| {
+            let e = self.entries.get(&k).cloned();
+            (k, e)
+        });
+        let fences = std::mem::take(&mut self.dirty_fences).into_iter().map(|k| {
+            let f = self.fence(&k);
+            (k, f)
+        });
+        Changes {
+            entries: entries.collect(),
+            fences: fences.collect(),
+        }
+    }
+
+    /// Forgets pending changes (after a full rewrite such as a snapshot install).
+    pub fn clear_changes(&mut self) {
+        self.dirty.clear();
+        self.dirty_fences.clear();
+    }
+
+    /// Iterates all stored entries (for snapshots and full rewrites).
+    pub fn entries(&self) -> &BTreeMap<Bytes, Entry> {
+        &self.entries
+    }
+
+    /// Iterates all fences.
+    pub fn fences(&self) -> &BTreeMap<Bytes, u64> {
+        &self.fences
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn token_kept_for_same_owner_changed_for_new_owner() {
+        let mut ks = Keyspace::default();
+        ks.set_str(b("k"), b("A"), Some(100), 5, 0);
+        ks.set_str(b("k"), b("A"), Some(200), 6, 50);
+        assert_eq!(ks.get(b"k", 50).unwrap().token, 5);
+        ks.set_str(b("k"), b("B"), None, 7, 60);
+        assert_eq!(ks.get(b"k", 60).unwrap().token, 7);
+    }
+
+    #[test]
+    fn expiry_hides_and_index_tracks() {
+        let mut ks = Keyspace::default();
+        ks.set_str(b("a"), b("1"), Some(10), 1, 0);
+        ks.set_str(b("b"), b("1"), None, 2, 0);
+        assert!(ks.get(b"a", 9).is_some());
+        assert!(ks.get(b"a", 10).is_none());
+        assert_eq!(ks.expired_keys(10, 10), vec![b("a")]);
+        assert_eq!(ks.live_len(10), 1);
+        assert!(ks.evict(b"a", 10));
+        assert!(!ks.evict(b"b", 10));
+        assert!(ks.expired_keys(100, 10).is_empty());
+    }
+
+    #[test]
+    fn fences_only_rise_and_outlive_values() {
+        let mut ks = Keyspace::default();
+        ks.set_str(b("r"), b("v"), None, 1, 0);
+        ks.raise_fence(&b("r"), 34);
+        ks.raise_fence(&b("r"), 33);
+        ks.remove(b"r", 0);
+        assert_eq!(ks.fence(b"r"), 34);
+        let ch = ks.take_changes();
+        assert_eq!(ch.fences, vec![(b("r"), 34)]);
+        assert_eq!(ch.entries, vec![(b("r"), None)]);
+    }
+}

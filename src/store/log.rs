@@ -1,0 +1,172 @@
+//! The Raft log and vote in RocksDB (openraft storage-v2 `RaftLogStorage`).
+//!
+//! Appends, truncations, purges and votes are written with `sync = true`: an entry is durable
+//! before openraft is told it is flushed, so an acknowledged write survives `kill -9`.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{LogState, OptionalSend, RaftLogReader, Vote};
+use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
+
+use super::schema::{
+    cf, dec, enc, get_meta, index_key, read_err, write_err, CF_LOG, CF_META, K_COMMITTED, K_PURGED,
+    K_VOTE,
+};
+use crate::raft::{Entry, LogId, NodeId, StorageError, TypeConfig};
+
+/// The log store; cheap to clone (it shares the database).
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<DB>,
+}
+
+fn synced() -> WriteOptions {
+    let mut w = WriteOptions::default();
+    w.set_sync(true);
+    w
+}
+
+impl LogStore {
+    /// Wraps an opened database.
+    pub fn new(db: Arc<DB>) -> Self {
+        LogStore { db }
+    }
+
+    /// The shared database handle.
+    pub fn db(&self) -> &Arc<DB> {
+        &self.db
+    }
+
+    fn put_meta_synced<T: serde::Serialize>(&self, key: &[u8], v: &T) -> Result<(), StorageError> {
+        let mut wb = WriteBatch::default();
+        wb.put_cf(cf(&self.db, CF_META)?, key, enc(v)?);
+        self.db.write_opt(wb, &synced()).map_err(write_err)
+    }
+
+    fn last_entry_log_id(&self) -> Result<Option<LogId>, StorageError> {
+        let mut it = self
+            .db
+            .iterator_cf(cf(&self.db, CF_LOG)?, IteratorMode::End);
+        match it.next() {
+            None => Ok(None),
+            Some(item) => {
+                let (_, v) = item.map_err(read_err)?;
+                let e: Entry = dec(&v)?;
+                Ok(Some(e.log_id))
+            }
+        }
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let start = match range.start_bound() {
+            Bound::Included(x) => *x,
+            Bound::Excluded(x) => x.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let key = index_key(start);
+        let it = self.db.iterator_cf(
+            cf(&self.db, CF_LOG)?,
+            IteratorMode::From(&key, Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for item in it {
+            let (k, v) = item.map_err(read_err)?;
+            let idx = super::schema::decode_u64(&k).unwrap_or(u64::MAX);
+            if !range.contains(&idx) {
+                break;
+            }
+            out.push(dec(&v)?);
+        }
+        Ok(out)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged = get_meta::<Option<LogId>>(&self.db, K_PURGED)?.flatten();
+        let last = self.last_entry_log_id()?.or(last_purged);
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+        self.put_meta_synced(K_VOTE, vote)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
+        get_meta(&self.db, K_VOTE)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        // Not synced: a lost `committed` only means entries are re-applied after the next
+        // commit, never that an uncommitted entry is applied.
+        self.db
+            .put_cf(cf(&self.db, CF_META)?, K_COMMITTED, enc(&committed)?)
+            .map_err(write_err)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(get_meta::<Option<LogId>>(&self.db, K_COMMITTED)?.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let log = cf(&self.db, CF_LOG)?;
+        let mut wb = WriteBatch::default();
+        for entry in entries {
+            wb.put_cf(log, index_key(entry.log_id.index), enc(&entry)?);
+        }
+        let res = self.db.write_opt(wb, &synced());
+        let io = res
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(e.to_string()));
+        callback.log_io_completed(io);
+        res.map_err(write_err)
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut wb = WriteBatch::default();
+        wb.delete_range_cf(
+            cf(&self.db, CF_LOG)?,
+            index_key(log_id.index),
+            index_key(u64::MAX),
+        );
+        wb.delete_cf(cf(&self.db, CF_LOG)?, index_key(u64::MAX));
+        self.db.write_opt(wb, &synced()).map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut wb = WriteBatch::default();
+        wb.put_cf(cf(&self.db, CF_META)?, K_PURGED, enc(&Some(log_id))?);
+        wb.delete_range_cf(
+            cf(&self.db, CF_LOG)?,
+            index_key(0),
+            index_key(log_id.index.saturating_add(1)),
+        );
+        self.db.write_opt(wb, &synced()).map_err(write_err)
+    }
+}

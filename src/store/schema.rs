@@ -1,0 +1,166 @@
+//! The versioned on-disk schema: every column family and key encoding in one place.
+//!
+//! Format version 1:
+//! - `meta`: `format_version` -> u32 BE; `node_id` -> u64 BE; `vote`, `committed`,
+//!   `last_purged` -> postcard openraft types; `applied` -> postcard [`AppliedMeta`];
+//!   `snapshot` -> postcard [`StoredSnapshot`].
+//! - `log`: u64 BE index -> postcard `Entry<TypeConfig>` (key order is log order).
+//! - `kv`: user key bytes -> postcard [`crate::state::Entry`].
+//! - `fence`: user key bytes -> u64 BE fence.
+
+use std::path::Path;
+
+use openraft::{AnyError, StorageIOError, StoredMembership};
+use rocksdb::{ColumnFamilyDescriptor, Options, DB};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::raft::{LogId, NodeId, StorageError};
+use crate::state::ClusterClock;
+
+/// The format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Column family names.
+pub const CF_META: &str = "meta";
+/// The Raft log.
+pub const CF_LOG: &str = "log";
+/// Keyspace entries.
+pub const CF_KV: &str = "kv";
+/// Fences.
+pub const CF_FENCE: &str = "fence";
+
+/// Meta keys.
+pub const K_FORMAT: &[u8] = b"format_version";
+/// The persisted node id.
+pub const K_NODE_ID: &[u8] = b"node_id";
+/// The vote.
+pub const K_VOTE: &[u8] = b"vote";
+/// The last known committed log id.
+pub const K_COMMITTED: &[u8] = b"committed";
+/// The last purged log id.
+pub const K_PURGED: &[u8] = b"last_purged";
+/// State machine metadata written with every applied batch.
+pub const K_APPLIED: &[u8] = b"applied";
+/// The latest snapshot.
+pub const K_SNAPSHOT: &[u8] = b"snapshot";
+
+/// State machine metadata persisted atomically with each applied batch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AppliedMeta {
+    /// Last applied log id.
+    pub last_applied: Option<LogId>,
+    /// Last applied membership.
+    pub membership: StoredMembership<NodeId, openraft::BasicNode>,
+    /// The revision counter.
+    pub revision: u64,
+    /// The cluster clock.
+    pub clock: ClusterClock,
+}
+
+/// A persisted snapshot: openraft's metadata plus the image bytes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredSnapshot {
+    /// openraft metadata.
+    pub meta: openraft::SnapshotMeta<NodeId, openraft::BasicNode>,
+    /// The serialized [`crate::store::state_machine::SnapshotImage`].
+    pub data: Vec<u8>,
+}
+
+/// Errors found while opening the store.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory holds a format this build does not understand.
+    #[error(
+        "unsupported on-disk format version {found} (this build reads version {FORMAT_VERSION})"
+    )]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// The format marker is corrupt.
+    #[error("corrupt format_version marker")]
+    Corrupt,
+}
+
+/// Big-endian u64, so that RocksDB key order matches numeric order.
+pub fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+/// Decodes an 8-byte big-endian u64.
+pub fn decode_u64(b: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(b.try_into().ok()?))
+}
+
+/// Serializes a value for storage.
+pub fn enc<T: Serialize>(v: &T) -> Result<Vec<u8>, StorageError> {
+    postcard::to_allocvec(v).map_err(|e| StorageIOError::write(AnyError::new(&e)).into())
+}
+
+/// Deserializes a stored value; corruption is an error, never a panic.
+pub fn dec<T: DeserializeOwned>(b: &[u8]) -> Result<T, StorageError> {
+    postcard::from_bytes(b).map_err(|e| StorageIOError::read(AnyError::new(&e)).into())
+}
+
+/// Maps a RocksDB error to a storage write error.
+pub fn write_err(e: rocksdb::Error) -> StorageError {
+    StorageIOError::write(AnyError::new(&e)).into()
+}
+
+/// Maps a RocksDB error to a storage read error.
+pub fn read_err(e: rocksdb::Error) -> StorageError {
+    StorageIOError::read(AnyError::new(&e)).into()
+}
+
+/// Opens the database with all column families and checks (or writes) the format version.
+pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    opts.set_recycle_log_file_num(4);
+    opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let cfs = [CF_META, CF_LOG, CF_KV, CF_FENCE]
+        .map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+    let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(read_err)?;
+    let meta = cf(&db, CF_META)?;
+    match db.get_cf(meta, K_FORMAT).map_err(read_err)? {
+        None => db
+            .put_cf(meta, K_FORMAT, FORMAT_VERSION.to_be_bytes())
+            .map_err(write_err)?,
+        Some(v) => {
+            let found =
+                u32::from_be_bytes(v.as_slice().try_into().map_err(|_| {
+                    StorageIOError::<NodeId>::read(AnyError::new(&OpenError::Corrupt))
+                })?);
+            if found != FORMAT_VERSION {
+                return Err(
+                    StorageIOError::read(AnyError::new(&OpenError::Version { found })).into(),
+                );
+            }
+        }
+    }
+    Ok(db)
+}
+
+/// A column family handle, or an error if the database lacks it.
+pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily, StorageError> {
+    db.cf_handle(name).ok_or_else(|| {
+        StorageIOError::read(AnyError::error(format!("missing column family {name}"))).into()
+    })
+}
+
+/// Reads and decodes a meta value.
+pub fn get_meta<T: DeserializeOwned>(db: &DB, key: &[u8]) -> Result<Option<T>, StorageError> {
+    match db.get_cf(cf(db, CF_META)?, key).map_err(read_err)? {
+        Some(b) => Ok(Some(dec(&b)?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads the persisted node id, if any.
+pub fn node_id(db: &DB) -> Result<Option<u64>, StorageError> {
+    Ok(db
+        .get_cf(cf(db, CF_META)?, K_NODE_ID)
+        .map_err(read_err)?
+        .and_then(|b| decode_u64(&b)))
+}
