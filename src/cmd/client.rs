@@ -36,12 +36,12 @@ fn arity(sub: &str) -> Reply {
 
 /// Parses CLIENT.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let raw = args.next()?;
+    let raw = args.arg()?;
     let sub = String::from_utf8_lossy(&raw).to_lowercase();
     let n = args.remaining();
     let cmd = match (sub.as_str(), n) {
         ("setname", 1) => {
-            let name = args.next()?;
+            let name = args.arg()?;
             if !valid_client_name(&name) {
                 return Err(invalid_client_name());
             }
@@ -53,7 +53,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         ("list", _) => ClientCmd::List,
         ("setinfo", 2) => {
             let attr = args.next_keyword()?;
-            let value = args.next()?;
+            let value = args.arg()?;
             let lib_name = match attr.as_str() {
                 "LIB-NAME" => true,
                 "LIB-VER" => false,

@@ -32,7 +32,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             TABLE.iter().map(info).collect(),
         ))));
     }
-    let raw = args.next()?;
+    let raw = args.arg()?;
     let sub = String::from_utf8_lossy(&raw).to_lowercase();
     let reply = match sub.as_str() {
         "count" if args.remaining() == 0 => Reply::Int(TABLE.len() as i64),

@@ -55,7 +55,7 @@ pub fn parse_ping(args: &mut Args) -> Result<Request, Reply> {
         return Err(super::wrong_arity("ping"));
     }
     let msg = if args.remaining() == 1 {
-        Some(args.next()?)
+        Some(args.arg()?)
     } else {
         None
     };
@@ -64,14 +64,14 @@ pub fn parse_ping(args: &mut Args) -> Result<Request, Reply> {
 
 /// Parses ECHO.
 pub fn parse_echo(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Conn(ConnCmd::Echo(args.next()?)))
+    Ok(Request::Conn(ConnCmd::Echo(args.arg()?)))
 }
 
 /// Parses HELLO with Redis 7's error texts.
 pub fn parse_hello(args: &mut Args) -> Result<Request, Reply> {
     let mut hello = Hello::default();
     if args.remaining() > 0 {
-        let v = parse_i64(&args.next()?)
+        let v = parse_i64(&args.arg()?)
             .ok_or_else(|| Reply::err("ERR Protocol version is not an integer or out of range"))?;
         if !(2..=3).contains(&v) {
             return Err(Reply::err("NOPROTO unsupported protocol version"));
@@ -79,12 +79,12 @@ pub fn parse_hello(args: &mut Args) -> Result<Request, Reply> {
         hello.proto = Some(v as u8);
     }
     while args.remaining() > 0 {
-        let opt = args.next()?;
+        let opt = args.arg()?;
         let more = args.remaining();
         if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            hello.auth = Some((args.next()?, args.next()?));
+            hello.auth = Some((args.arg()?, args.arg()?));
         } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
-            hello.setname = Some(args.next()?);
+            hello.setname = Some(args.arg()?);
         } else {
             return Err(Reply::err(format!(
                 "ERR Syntax error in HELLO option '{}'",
@@ -100,11 +100,11 @@ pub fn parse_auth(args: &mut Args) -> Result<Request, Reply> {
     match args.remaining() {
         1 => Ok(Request::Conn(ConnCmd::Auth {
             user: None,
-            pass: args.next()?,
+            pass: args.arg()?,
         })),
         2 => Ok(Request::Conn(ConnCmd::Auth {
-            user: Some(args.next()?),
-            pass: args.next()?,
+            user: Some(args.arg()?),
+            pass: args.arg()?,
         })),
         _ => Err(syntax_error()),
     }

@@ -31,11 +31,11 @@ pub struct Expire {
 /// Parses EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
-    let key = args.next()?;
-    let raw = args.next()?;
+    let key = args.arg()?;
+    let raw = args.arg()?;
     let mut cond = Cond::default();
     while args.remaining() > 0 {
-        let opt = args.next()?;
+        let opt = args.arg()?;
         match String::from_utf8_lossy(&opt).to_ascii_uppercase().as_str() {
             "NX" => cond.nx = true,
             "XX" => cond.xx = true,
@@ -114,7 +114,7 @@ pub struct Persist {
 /// Parses PERSIST.
 pub fn parse_persist(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::Persist(Persist {
-        key: args.next()?,
+        key: args.arg()?,
     })))
 }
 

@@ -18,7 +18,7 @@ pub struct FenceCheck {
 
 /// Parses FENCECHECK.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let key = args.next()?;
+    let key = args.arg()?;
     let token = parse_token(args)?;
     Ok(Request::Read(Command::FenceCheck(FenceCheck {
         key,

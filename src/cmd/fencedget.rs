@@ -22,7 +22,7 @@ pub struct FencedGet {
 
 /// Parses FENCEDGET.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let key = args.next()?;
+    let key = args.arg()?;
     let token = parse_token(args)?;
     Ok(Request::Write(Command::FencedGet(FencedGet { key, token })))
 }

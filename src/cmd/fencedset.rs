@@ -34,8 +34,8 @@ pub fn fenced(token: u64, highest: u64) -> Reply {
 
 /// Parses FENCEDSET.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let key = args.next()?;
-    let value = args.next()?;
+    let key = args.arg()?;
+    let value = args.arg()?;
     let token = parse_token(args)?;
     let mut ttl_ms = None;
     if args.remaining() > 0 {

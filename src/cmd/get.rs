@@ -16,7 +16,7 @@ pub struct Get {
 
 /// Parses GET.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Get(Get { key: args.next()? })))
+    Ok(Request::Read(Command::Get(Get { key: args.arg()? })))
 }
 
 impl Get {
@@ -38,9 +38,7 @@ pub struct GetDel {
 
 /// Parses GETDEL.
 pub fn parse_getdel(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::GetDel(GetDel {
-        key: args.next()?,
-    })))
+    Ok(Request::Write(Command::GetDel(GetDel { key: args.arg()? })))
 }
 
 impl GetDel {

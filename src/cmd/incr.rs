@@ -20,7 +20,7 @@ pub struct IncrBy {
 /// Parses the whole family.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
-    let key = args.next()?;
+    let key = args.arg()?;
     let by = match name.as_str() {
         "incr" => 1,
         "decr" => -1,

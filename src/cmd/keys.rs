@@ -22,7 +22,7 @@ pub struct Keys {
 /// Parses KEYS.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::Keys(Keys {
-        pattern: args.next()?,
+        pattern: args.arg()?,
     })))
 }
 
@@ -52,7 +52,7 @@ pub struct Scan {
 
 /// Parses SCAN.
 pub fn parse_scan(args: &mut Args) -> Result<Request, Reply> {
-    let raw = args.next()?;
+    let raw = args.arg()?;
     let cursor = std::str::from_utf8(&raw)
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -69,7 +69,7 @@ pub fn parse_scan(args: &mut Args) -> Result<Request, Reply> {
             return Err(syntax_error());
         }
         match opt.as_str() {
-            "MATCH" => scan.pattern = Some(args.next()?),
+            "MATCH" => scan.pattern = Some(args.arg()?),
             "COUNT" => {
                 let n = args.next_i64()?;
                 if n < 1 {
@@ -77,7 +77,7 @@ pub fn parse_scan(args: &mut Args) -> Result<Request, Reply> {
                 }
                 scan.count = n as usize;
             }
-            "TYPE" => scan.type_name = Some(String::from_utf8_lossy(&args.next()?).to_lowercase()),
+            "TYPE" => scan.type_name = Some(String::from_utf8_lossy(&args.arg()?).to_lowercase()),
             _ => return Err(syntax_error()),
         }
     }

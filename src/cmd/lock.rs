@@ -41,8 +41,8 @@ pub fn parse_px(args: &mut Args, cmd: &str) -> Result<u64, Reply> {
 
 /// Parses LOCK.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let key = args.next()?;
-    let owner = args.next()?;
+    let key = args.arg()?;
+    let owner = args.arg()?;
     let ttl_ms = parse_px(args, "lock")?;
     let mut wait_ms = 0;
     if args.remaining() > 0 {

@@ -17,7 +17,7 @@ pub struct LockInfo {
 /// Parses LOCKINFO.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::LockInfo(LockInfo {
-        key: args.next()?,
+        key: args.arg()?,
     })))
 }
 

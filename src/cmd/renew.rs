@@ -21,8 +21,8 @@ pub struct Renew {
 
 /// Parses RENEW.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let key = args.next()?;
-    let owner = args.next()?;
+    let key = args.arg()?;
+    let owner = args.arg()?;
     let ttl_ms = parse_px(args, "renew")?;
     args.finish()?;
     Ok(Request::Write(Command::Renew(Renew { key, owner, ttl_ms })))

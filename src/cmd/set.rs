@@ -54,8 +54,8 @@ fn is(opt: &[u8], word: &str) -> bool {
 
 /// Parses `SET key value [options]` with Redis's option-conflict rules.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    let key = args.next()?;
-    let value = args.next()?;
+    let key = args.arg()?;
+    let value = args.arg()?;
     let mut set = Set {
         key,
         value,
@@ -67,7 +67,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     };
     let mut unit: Option<(&str, Bytes)> = None;
     while args.remaining() > 0 {
-        let opt = args.next()?;
+        let opt = args.arg()?;
         let has_next = args.remaining() > 0;
         let timed = unit.is_some();
         if is(&opt, "NX") && !set.xx {
@@ -89,7 +89,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             if matches!(&unit, Some((u, _)) if *u != word) {
                 return Err(syntax_error());
             }
-            unit = Some((word, args.next()?));
+            unit = Some((word, args.arg()?));
         } else {
             return Err(syntax_error());
         }
@@ -102,7 +102,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 
 /// `SETNX key value`.
 pub fn parse_setnx(args: &mut Args) -> Result<Request, Reply> {
-    let (key, value) = (args.next()?, args.next()?);
+    let (key, value) = (args.arg()?, args.arg()?);
     let set = Set {
         key,
         value,
@@ -119,9 +119,9 @@ pub fn parse_setnx(args: &mut Args) -> Result<Request, Reply> {
 pub fn parse_setex(args: &mut Args) -> Result<Request, Reply> {
     let word = if args.name() == "psetex" { "PX" } else { "EX" };
     let name = args.name().to_string();
-    let key = args.next()?;
-    let raw = args.next()?;
-    let value = args.next()?;
+    let key = args.arg()?;
+    let raw = args.arg()?;
+    let value = args.arg()?;
     let ttl = TtlMode::Set(Expiry::parse(word, &raw, &name)?);
     Ok(Request::Write(Command::Set(Set {
         key,

@@ -20,7 +20,7 @@ pub struct Ttl {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let millis = args.name() == "pttl";
     Ok(Request::Read(Command::Ttl(Ttl {
-        key: args.next()?,
+        key: args.arg()?,
         millis,
     })))
 }

@@ -16,7 +16,7 @@ pub struct Type {
 
 /// Parses TYPE.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Type(Type { key: args.next()? })))
+    Ok(Request::Read(Command::Type(Type { key: args.arg()? })))
 }
 
 impl Type {

@@ -19,8 +19,8 @@ pub struct Unlock {
 /// Parses UNLOCK.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::Unlock(Unlock {
-        key: args.next()?,
-        owner: args.next()?,
+        key: args.arg()?,
+        owner: args.arg()?,
     })))
 }
 

@@ -17,6 +17,8 @@ use crate::resp::Reply;
 pub struct Batch {
     /// Leader monotonic time in ms at proposal.
     pub ts: u64,
+    /// Random id of the proposing leader process (its monotonic clock's origin).
+    pub boot: u64,
     /// The commands, applied in order.
     pub cmds: Vec<Command>,
 }

@@ -46,7 +46,7 @@ impl Args {
     }
 
     /// The next argument, or a syntax error when there is none.
-    pub fn next(&mut self) -> Result<Bytes, Reply> {
+    pub fn arg(&mut self) -> Result<Bytes, Reply> {
         let item = self.items.get(self.pos).cloned().ok_or_else(syntax_error)?;
         self.pos += 1;
         Ok(item)
@@ -54,12 +54,12 @@ impl Args {
 
     /// The next argument upper-cased as text, for option keywords.
     pub fn next_keyword(&mut self) -> Result<String, Reply> {
-        Ok(String::from_utf8_lossy(&self.next()?).to_ascii_uppercase())
+        Ok(String::from_utf8_lossy(&self.arg()?).to_ascii_uppercase())
     }
 
     /// The next argument as an i64, or Redis's "not an integer" error.
     pub fn next_i64(&mut self) -> Result<i64, Reply> {
-        parse_i64(&self.next()?).ok_or_else(|| Reply::err(NOT_INTEGER))
+        parse_i64(&self.arg()?).ok_or_else(|| Reply::err(NOT_INTEGER))
     }
 
     /// Everything not yet consumed.

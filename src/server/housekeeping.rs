@@ -52,8 +52,10 @@ fn next_entry(shared: &Shared) -> Option<Command> {
     if !expired.is_empty() {
         return Some(Command::Evict(Evict { keys: expired }));
     }
-    // A new leader stamps an entry at once, so that its term's clock offset is set.
-    if st.ks.clock().term != metrics.current_term {
+    // A new leader (or restarted leader process) stamps an entry at once, so that its clock
+    // offset is set and reads can use its own clock.
+    let clock = st.ks.clock();
+    if clock.term != metrics.current_term || clock.boot != shared.clock.boot {
         return Some(Command::Tick);
     }
     let idle = shared.clock.now_ms().saturating_sub(

@@ -41,6 +41,8 @@ pub struct ProposerStats {
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     epoch: Instant,
+    /// Random id of this process; identifies the clock's origin in log entries.
+    pub boot: u64,
 }
 
 impl Clock {
@@ -48,6 +50,7 @@ impl Clock {
     pub fn new() -> Clock {
         Clock {
             epoch: Instant::now(),
+            boot: rand::random::<u64>() | 1,
         }
     }
 
@@ -133,7 +136,14 @@ async fn run(
             .fetch_add(cmds.len() as u64, Ordering::Relaxed);
         stats.last_proposal_ms.store(ts, Ordering::Relaxed);
         let n = cmds.len();
-        let receiver = match raft.client_write_ff(Batch { ts, cmds }).await {
+        let receiver = match raft
+            .client_write_ff(Batch {
+                ts,
+                boot: clock.boot,
+                cmds,
+            })
+            .await
+        {
             Ok(r) => r,
             Err(fatal) => {
                 tracing::error!(error = %fatal, "raft stopped; failing queued writes");

@@ -41,7 +41,7 @@ impl Reader {
 /// Cluster time now, as the leader estimates it for reads (never ahead of the truth).
 pub fn cluster_now(raft: &Raft, state: &SmState, clock: &Clock) -> u64 {
     let term = raft.metrics().borrow().current_term;
-    state.ks.clock().estimate(term, clock.now_ms())
+    state.ks.clock().estimate(term, clock.boot, clock.now_ms())
 }
 
 async fn run(

@@ -62,7 +62,7 @@ fn poisoned() -> StorageError {
 
 /// Applies one batch to the keyspace and returns its replies.
 pub fn apply_batch(ks: &mut Keyspace, term: u64, batch: &Batch) -> BatchReply {
-    let now = ks.clock_mut().advance(term, batch.ts);
+    let now = ks.clock_mut().advance(term, batch.boot, batch.ts);
     let replies = batch
         .cmds
         .iter()
