@@ -22,6 +22,16 @@ log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
 phase fmt cargo fmt --all --check
 phase clippy cargo clippy --release --all-targets -- -D warnings
 # Unit tests, the openraft storage suite, and the integration binary `it` (tests/it/).
-phase test cargo test --release "$@"
+TEST_LOG="$(mktemp)"
+trap 'rm -f "$TEST_LOG"' EXIT
+run_tests() {
+    cargo test --release "$@" 2>&1 | tee "$TEST_LOG"
+    return "${PIPESTATUS[0]}"
+}
+phase test run_tests "$@"
 
 report "$0"
+
+# One plain closing line summing every test binary's result (cargo prints one per binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed;?$/) p += $(i-1); if ($(i) ~ /^failed;?$/) f += $(i-1) } }
+     END { printf "cargo: %d passed, %d failed\n", p, f }' "$TEST_LOG" | tee "${PALISADE_SUMMARY:-/dev/null}"

@@ -22,6 +22,9 @@ install_test_deps() {
 }
 
 phase deps install_test_deps
+PALISADE_SUMMARY="$(mktemp)"
+export PALISADE_SUMMARY
+trap 'rm -f "$PALISADE_SUMMARY"' EXIT
 phase check scripts/check.sh "$@"
 
 # -----------------------------------------------------------------------------------------
@@ -34,3 +37,5 @@ phase check scripts/check.sh "$@"
 # -----------------------------------------------------------------------------------------
 
 report "$0"
+# The closing line that counts: the total of every test run above.
+cat "$PALISADE_SUMMARY"

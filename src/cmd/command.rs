@@ -47,7 +47,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                         .iter()
                         .map(|n| {
                             lookup(&String::from_utf8_lossy(n).to_lowercase())
-                                .map_or(Reply::NilArray, info)
+                                .map_or(Reply::Nil, info)
                         })
                         .collect(),
                 )

@@ -68,6 +68,17 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     } else {
         n
     };
+    // Redis adds the base time (now, or 0 for the AT forms) and rejects an overflowing sum.
+    let base = if name.ends_with("at") {
+        0
+    } else {
+        super::expiry::unix_now_ms()
+    };
+    let ms = if ms > i64::MAX - base {
+        return Err(invalid());
+    } else {
+        ms
+    };
     let when = if name.ends_with("at") {
         Expiry::At(ms)
     } else {

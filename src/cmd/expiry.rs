@@ -15,6 +15,15 @@ pub enum Expiry {
     At(i64),
 }
 
+/// The wall clock in Unix ms; used only to validate arguments and, on the leader, to resolve
+/// absolute times. Apply never calls it.
+pub fn unix_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 impl Expiry {
     /// Parses the value of EX/PX/EXAT/PXAT as SET does: positive, and no overflow.
     pub fn parse(unit: &str, raw: &[u8], cmd: &str) -> Result<Expiry, Reply> {
@@ -25,6 +34,10 @@ impl Expiry {
             return Err(invalid());
         }
         let ms = if seconds { n * 1000 } else { n };
+        // Redis adds "now" to relative times and rejects a sum that would overflow.
+        if !unit.ends_with("AT") && ms > i64::MAX - unix_now_ms() {
+            return Err(invalid());
+        }
         Ok(if unit.ends_with("AT") {
             Expiry::At(ms)
         } else {

@@ -309,15 +309,29 @@ pub fn wrong_arity(name: &str) -> Reply {
 
 /// Parses one request (`argv` is non-empty).
 pub fn parse(argv: Vec<Bytes>) -> Result<Request, Reply> {
+    let spec = resolve(&argv)?;
+    (spec.parse)(&mut Args::new(argv))
+}
+
+/// Looks the command up and checks its arity, as Redis does before anything else (even
+/// before authentication): unknown commands and wrong arity are reported first.
+pub fn resolve(argv: &[Bytes]) -> Result<&'static Spec, Reply> {
     let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
     let Some(spec) = lookup(&name) else {
-        return Err(unknown_command(&argv));
+        return Err(unknown_command(argv));
     };
     let argc = argv.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
         return Err(wrong_arity(spec.name));
     }
-    (spec.parse)(&mut Args::new(argv))
+    Ok(spec)
+}
+
+impl Spec {
+    /// True for commands allowed before authentication.
+    pub fn no_auth(&self) -> bool {
+        self.flags.contains(&"no_auth")
+    }
 }
 
 #[cfg(test)]

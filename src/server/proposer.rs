@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -92,13 +92,6 @@ impl Proposer {
     }
 }
 
-fn unix_now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 fn drain(rx: &mut mpsc::UnboundedReceiver<Pending>, batch: &mut Vec<Pending>) {
     while batch.len() < MAX_BATCH {
         match rx.try_recv() {
@@ -123,7 +116,7 @@ async fn run(
         };
         // Commands that arrived while we waited for a slot join this batch.
         drain(&mut rx, &mut batch);
-        let unix_now = unix_now_ms();
+        let unix_now = crate::cmd::expiry::unix_now_ms();
         let (mut cmds, senders): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
         for cmd in &mut cmds {

@@ -21,7 +21,7 @@ use crate::cmd::client::ClientCmd;
 use crate::cmd::connection::Hello;
 use crate::cmd::lock::Lock;
 use crate::cmd::{self, Command, ConnCmd, Request};
-use crate::resp::{parse_request, Protocol, Reply};
+use crate::resp::{parse_request, Args, Protocol, Reply};
 use crate::state::Value;
 
 /// Flush replies to the socket once this much is buffered.
@@ -147,18 +147,20 @@ impl Session {
     /// Executes one request, queueing its reply slot in order.
     async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
         let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
-        if !self.authed && !matches!(name.as_str(), "auth" | "hello" | "quit" | "reset") {
-            self.slots
-                .push(Slot::Ready(Reply::err("NOAUTH Authentication required.")));
-            return Ok(());
-        }
         let shared = self.shared.clone();
         self.shared.clients.update(self.id, |c| {
             c.last = std::time::Instant::now();
             c.cmd.clone_from(&name);
         });
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
-        match cmd::parse(argv) {
+        let parsed = match cmd::resolve(&argv) {
+            Err(reply) => Err(reply),
+            Ok(spec) if !self.authed && !spec.no_auth() => {
+                Err(Reply::err("NOAUTH Authentication required."))
+            }
+            Ok(spec) => (spec.parse)(&mut Args::new(argv)),
+        };
+        match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
             Ok(Request::Write(Command::Lock(lock))) if lock.wait_ms > 0 => {
                 self.finish_slots(stream).await?;

@@ -1,0 +1,776 @@
+//! Differential tests: the same command sequences go to a real redis-server (Debian's 7.0)
+//! and to Palisade, and the raw reply bytes must be identical, in RESP2 and in RESP3.
+//!
+//! Each sequence runs on a fresh pair of servers, so keyspace-wide replies (DBSIZE, KEYS,
+//! SCAN) are comparable. Every mismatch of a sequence is collected and reported together.
+//! Replies that depend on elapsed milliseconds (PTTL) are compared as ranges instead.
+
+use std::ops::RangeInclusive;
+use std::thread;
+use std::time::Duration;
+
+use crate::common::*;
+
+/// One step of a differential sequence.
+enum Step {
+    /// Both replies must be byte-identical.
+    Same(Vec<Vec<u8>>),
+    /// Both replies must be integers inside the range (for millisecond TTLs).
+    IntIn(Vec<Vec<u8>>, RangeInclusive<i64>),
+    /// Pause both sides.
+    Sleep(u64),
+    /// Wait until early in a wall-clock second (see `align_to_second_start`).
+    AlignSecond,
+    /// A command built when the step runs (absolute times), then compared like `Same`.
+    Later(fn() -> String),
+}
+
+fn same(line: &str) -> Step {
+    Step::Same(words(line))
+}
+
+fn same_args(args: &[&[u8]]) -> Step {
+    Step::Same(args.iter().map(|a| a.to_vec()).collect())
+}
+
+fn int_in(line: &str, r: RangeInclusive<i64>) -> Step {
+    Step::IntIn(words(line), r)
+}
+
+/// Runs the steps against both connections; returns one message per mismatch.
+fn run_steps(steps: &[Step], redis: &mut Conn, pal: &mut Conn) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Same(args) => {
+                let want = redis.cmd(args);
+                let got = pal.cmd(args);
+                if want != got {
+                    bad.push(format!(
+                        "step {i} `{}`\n    redis:    {}\n    palisade: {}",
+                        show_cmd(args),
+                        show(&want),
+                        show(&got)
+                    ));
+                }
+            }
+            Step::IntIn(args, range) => {
+                let want = redis.cmd(args);
+                let got = pal.cmd(args);
+                assert!(
+                    try_int(&want).is_some_and(|n| range.contains(&n)),
+                    "test bug: redis reply {} to `{}` is outside {range:?}",
+                    show(&want),
+                    show_cmd(args)
+                );
+                if !try_int(&got).is_some_and(|n| range.contains(&n)) {
+                    bad.push(format!(
+                        "step {i} `{}`: expected an integer in {range:?} (redis said {}), palisade: {}",
+                        show_cmd(args),
+                        show(&want),
+                        show(&got)
+                    ));
+                }
+            }
+            Step::Later(build) => {
+                let args = words(&build());
+                let want = redis.cmd(&args);
+                let got = pal.cmd(&args);
+                if want != got {
+                    bad.push(format!(
+                        "step {i} `{}`\n    redis:    {}\n    palisade: {}",
+                        show_cmd(&args),
+                        show(&want),
+                        show(&got)
+                    ));
+                }
+            }
+            Step::Sleep(ms) => thread::sleep(Duration::from_millis(*ms)),
+            Step::AlignSecond => align_to_second_start(),
+        }
+    }
+    bad
+}
+
+fn show_cmd(args: &[Vec<u8>]) -> String {
+    let parts: Vec<String> = args.iter().map(|a| a.escape_ascii().to_string()).collect();
+    parts.join(" ")
+}
+
+/// Runs `steps` on fresh servers in the given protocol (RESP3 after `HELLO 3` on both;
+/// HELLO's own reply is checked separately because it names the server and version).
+fn diff(proto: u8, steps: &[Step]) {
+    diff_with(proto, steps, &[], &[]);
+}
+
+fn diff_with(proto: u8, steps: &[Step], redis_flags: &[&str], pal_flags: &[&str]) {
+    let redis = RedisServer::start_with(redis_flags);
+    let pal = Server::start_with(pal_flags);
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    if proto == 3 {
+        let r = rc.c("HELLO 3");
+        assert!(r.starts_with(b"%7\r\n"), "redis HELLO 3: {}", show(&r));
+        let p = pc.c("HELLO 3");
+        assert!(
+            p.starts_with(b"%"),
+            "palisade HELLO 3 is not a map: {}",
+            show(&p)
+        );
+    }
+    let bad = run_steps(steps, &mut rc, &mut pc);
+    assert!(
+        bad.is_empty(),
+        "RESP{proto}: {} of {} steps differ from redis-server:\n{}",
+        bad.len(),
+        steps.len(),
+        bad.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// SET and its options
+// ---------------------------------------------------------------------------------------
+
+fn set_steps() -> Vec<Step> {
+    let mut s = vec![
+        // Plain set/get, NX/XX, GET.
+        same("SET k v"),
+        same("GET k"),
+        same("SET k v2 XX"),
+        same("GET k"),
+        same("SET nokey v XX"),
+        same("GET nokey"),
+        same("SET k v3 NX"),
+        same("GET k"),
+        same("SET n1 v NX"),
+        same("GET n1"),
+        same("SET k v4 GET"),
+        same("GET k"),
+        same("SET g1 v GET"),
+        same("GET g1"),
+        same("SET k v5 NX GET"),
+        same("GET k"),
+        same("SET g2 v NX GET"),
+        same("GET g2"),
+        same("SET k v6 XX GET"),
+        same("SET nokey2 v XX GET"),
+        same("EXISTS nokey2"),
+        // Expiry options, each followed by TTL (stable: rounds to whole seconds).
+        same("SET k v EX 100"),
+        same("TTL k"),
+        int_in("PTTL k", 98_000..=100_000),
+        same("SET k v PX 100000"),
+        same("TTL k"),
+        int_in("PTTL k", 98_000..=100_000),
+        same("SET k v KEEPTTL"),
+        same("TTL k"),
+        same("GET k"),
+        same("SET k v7"),
+        same("TTL k"),
+        same("SET k v EX 100"),
+        same("SET k v8 KEEPTTL XX GET"),
+        same("TTL k"),
+        same("SET k v9 GET KEEPTTL"),
+        same("TTL k"),
+        // Mixed case and order.
+        same("set k w1 ex 100 xx"),
+        same("TTL k"),
+        same("SeT k w2 pX 100000 gEt"),
+        same("TTL k"),
+        same("SET k w3 GET EX 100 XX"),
+        same("TTL k"),
+        same("SET k w4 nx Ex 100"),
+        same("SET mc1 w5 PX 100000 NX"),
+        same("TTL mc1"),
+        same("SET mc2 w6 xX"),
+        same("SET k w7 Keepttl gEt xX"),
+        same("TTL k"),
+        // Options that Redis accepts twice: the last value wins.
+        same("SET dup v EX 10 EX 100"),
+        same("TTL dup"),
+        same("SET dup v NX NX"),
+        same("SET dup v XX XX"),
+        same("SET dup v2 GET GET"),
+        same("SET dup v KEEPTTL KEEPTTL"),
+        same("TTL dup"),
+        // Already-past absolute times: the key does not survive.
+        same("SET past v EXAT 1"),
+        same("GET past"),
+        same("EXISTS past"),
+        same("SET past v PXAT 1"),
+        same("GET past"),
+        same("TTL past"),
+        // Conflicting options.
+        same("SET k v NX XX"),
+        same("SET k v XX NX"),
+        same("SET k v EX 10 PX 10000"),
+        same("SET k v PX 10000 EX 10"),
+        same("SET k v EX 10 KEEPTTL"),
+        same("SET k v KEEPTTL PX 10"),
+        same("SET k v EXAT 10 PXAT 10000"),
+        same("SET k v EX 10 EXAT 10"),
+        same("SET k v PXAT 10 KEEPTTL"),
+        same("SET k v EX 10 NX XX GET"),
+        // Syntax: missing values, unknown option, parse order.
+        same("SET k v EX"),
+        same("SET k v PX"),
+        same("SET k v EXAT"),
+        same("SET k v FOO"),
+        same("SET k v NX FOO"),
+        same("SET k v EX abc XX NX"),
+        same("SET k v 100"),
+        // Invalid expire times.
+        same("SET k v EX abc"),
+        same("SET k v EX 1.5"),
+        same("SET k v PX 10ms"),
+        same("SET k v EX 0"),
+        same("SET k v PX 0"),
+        same("SET k v EXAT 0"),
+        same("SET k v PXAT 0"),
+        same("SET k v EX -1"),
+        same("SET k v PX -100"),
+        same("SET k v EXAT -5"),
+        same("SET k v EX 9223372036854775807"),
+        same("SET k v EX 9223372036854775"),
+        same("SET k v PX 9223372036854775807"),
+        same("SET k v EXAT 9223372036854775807"),
+        same("SET k v EX 99999999999999999999"),
+        // The key is untouched by every failed SET above.
+        same("GET k"),
+        same("TTL k"),
+        // Arity.
+        same("SET k"),
+        same("SET"),
+        // Odd values and keys.
+        same_args(&[b"SET", b"", b"empty-key"]),
+        same_args(&[b"GET", b""]),
+        same_args(&[b"SET", b"ev", b""]),
+        same("GET ev"),
+        same_args(&[b"SET", b"bin", b"a\r\nb\0c\xff"]),
+        same("GET bin"),
+        same_args(&[b"SET", b"sp ace", b"v v"]),
+        same_args(&[b"GET", b"sp ace"]),
+        Step::Same(vec![b"SET".to_vec(), b"big".to_vec(), vec![b'x'; 100_000]]),
+        same("GET big"),
+    ];
+    // Absolute times, computed once and sent to both servers.
+    s.push(Step::Later(|| {
+        format!("SET at v PXAT {}", unix_ms() + 100_000)
+    }));
+    s.push(same("TTL at"));
+    s.push(Step::AlignSecond);
+    s.push(Step::Later(|| {
+        format!("SET at2 v EXAT {}", unix_ms() / 1000 + 100)
+    }));
+    s.push(same("TTL at2"));
+    s.push(Step::AlignSecond);
+    s.push(Step::Later(|| {
+        format!("SET at2 v2 exat {} GET", unix_ms() / 1000 + 100)
+    }));
+    s.push(same("TTL at2"));
+    s
+}
+
+#[test]
+fn set_options_resp2() {
+    diff(2, &set_steps());
+}
+
+#[test]
+fn set_options_resp3() {
+    diff(3, &set_steps());
+}
+
+// ---------------------------------------------------------------------------------------
+// Keys, expiry, and the other string writers
+// ---------------------------------------------------------------------------------------
+
+fn keys_steps() -> Vec<Step> {
+    let mut s = vec![
+        same("SET a 1"),
+        same("SET b 2"),
+        same("EXISTS a b c a"),
+        same("EXISTS c"),
+        same("DEL a c"),
+        same("DEL a"),
+        same("UNLINK b c"),
+        same("EXISTS a b"),
+        same("GET a"),
+        // EXPIRE / PEXPIRE / TTL / PTTL / PERSIST.
+        same("SET a 1"),
+        same("TTL a"),
+        same("PTTL a"),
+        same("EXPIRE a 100"),
+        same("TTL a"),
+        int_in("PTTL a", 98_000..=100_000),
+        same("PEXPIRE a 100000"),
+        same("TTL a"),
+        same("PEXPIRE a 50000"),
+        same("TTL a"),
+        same("PERSIST a"),
+        same("PERSIST a"),
+        same("TTL a"),
+        same("PTTL a"),
+        same("TTL nokey"),
+        same("PTTL nokey"),
+        same("PERSIST nokey"),
+        same("EXPIRE nokey 100"),
+        same("PEXPIRE nokey 100000"),
+        same("EXISTS nokey"),
+        same("EXPIRE a abc"),
+        same("EXPIRE a 1.5"),
+        same("PEXPIRE a abc"),
+        same("EXPIRE a 9223372036854775807"),
+        same("PEXPIRE a 9223372036854775807"),
+        same("EXPIREAT a 9223372036854775807"),
+        same("TTL a"),
+        same("EXPIRE a -1"),
+        same("EXISTS a"),
+        same("GET a"),
+        same("SET a 1"),
+        same("PEXPIRE a 0"),
+        same("GET a"),
+        same("SET a 1"),
+        same("EXPIREAT a 1"),
+        same("EXISTS a"),
+        same("SET a 1"),
+        same("PEXPIREAT a 1"),
+        same("EXISTS a"),
+        // A key that expires on its own disappears for every command.
+        same("SET s v PX 300"),
+        same("GET s"),
+        Step::Sleep(600),
+        same("GET s"),
+        same("EXISTS s"),
+        same("TTL s"),
+        same("PTTL s"),
+        same("TYPE s"),
+        same("PERSIST s"),
+        same("DEL s"),
+        same("SET s v XX"),
+        // SETNX / SETEX / PSETEX / GETDEL.
+        same("SETNX n v"),
+        same("SETNX n w"),
+        same("GET n"),
+        same("TTL n"),
+        same("SETEX se 100 v"),
+        same("TTL se"),
+        same("GET se"),
+        same("SETEX se 0 v"),
+        same("SETEX se -5 v"),
+        same("SETEX se abc v"),
+        same("SETEX se 9223372036854775807 v"),
+        same("PSETEX pe 100000 v"),
+        same("TTL pe"),
+        same("PSETEX pe 0 v"),
+        same("PSETEX pe -1 v"),
+        same("GETDEL n"),
+        same("GETDEL n"),
+        same("EXISTS n"),
+        same("GETDEL se"),
+        same("TTL se"),
+        // TYPE.
+        same("TYPE pe"),
+        same("TYPE nokey"),
+        // Keyspace-wide commands on a known keyspace.
+        same("DBSIZE"),
+        same("KEYS pe"),
+        same("KEYS nomatch*"),
+        same("SCAN 0 MATCH pe COUNT 1000"),
+        same("SCAN 0 MATCH nomatch* COUNT 1000"),
+        same("DEL pe"),
+        same("DBSIZE"),
+        same("KEYS *"),
+        same("SCAN 0"),
+    ];
+    s.push(same("SET at 1"));
+    s.push(Step::Later(|| {
+        format!("PEXPIREAT at {}", unix_ms() + 100_000)
+    }));
+    s.push(same("TTL at"));
+    s.push(Step::AlignSecond);
+    s.push(Step::Later(|| {
+        format!("EXPIREAT at {}", unix_ms() / 1000 + 100)
+    }));
+    s.push(same("TTL at"));
+    s
+}
+
+#[test]
+fn keys_and_expiry_resp2() {
+    diff(2, &keys_steps());
+}
+
+#[test]
+fn keys_and_expiry_resp3() {
+    diff(3, &keys_steps());
+}
+
+/// EXPIRE's Redis 7 options NX, XX, GT, LT (same reply text in 7.0 and 7.2).
+fn expire_option_steps() -> Vec<Step> {
+    vec![
+        same("SET e v"),
+        same("EXPIRE e 100 XX"),
+        same("TTL e"),
+        same("EXPIRE e 100 GT"),
+        same("TTL e"),
+        same("EXPIRE e 100 NX"),
+        same("TTL e"),
+        same("EXPIRE e 200 NX"),
+        same("EXPIRE e 50 GT"),
+        same("EXPIRE e 200 gt"),
+        same("TTL e"),
+        same("EXPIRE e 300 LT"),
+        same("EXPIRE e 100 lt"),
+        same("TTL e"),
+        same("PEXPIRE e 150000 XX"),
+        same("TTL e"),
+        same("EXPIRE e 100 NX XX"),
+        same("EXPIRE e 100 GT LT"),
+        same("EXPIRE e 100 NX GT"),
+        same("EXPIRE e 100 FOO"),
+        same("PERSIST e"),
+        same("EXPIRE e 100 LT"),
+        same("TTL e"),
+    ]
+}
+
+#[test]
+fn expire_options_resp2() {
+    diff(2, &expire_option_steps());
+}
+
+// ---------------------------------------------------------------------------------------
+// INCR family
+// ---------------------------------------------------------------------------------------
+
+fn counter_steps() -> Vec<Step> {
+    vec![
+        same("INCR c"),
+        same("INCR c"),
+        same("INCRBY c 10"),
+        same("DECR c"),
+        same("DECRBY c 20"),
+        same("INCRBY c -1"),
+        same("DECRBY c -3"),
+        same("GET c"),
+        same("TYPE c"),
+        same("DECR d"),
+        same("DECRBY d2 5"),
+        same("INCRBY d3 0"),
+        // Overflow.
+        same("SET c 9223372036854775806"),
+        same("INCR c"),
+        same("INCR c"),
+        same("INCRBY c 1"),
+        same("GET c"),
+        same("SET c -9223372036854775807"),
+        same("DECR c"),
+        same("DECR c"),
+        same("DECRBY c 1"),
+        same("INCRBY c -1"),
+        same("GET c"),
+        same("INCRBY c2 9223372036854775807"),
+        same("INCRBY c2 1"),
+        same("INCRBY c3 -9223372036854775808"),
+        same("DECR c3"),
+        same("DECRBY c4 -9223372036854775808"),
+        same("DECRBY c4 9223372036854775807"),
+        same("DECRBY c4 2"),
+        // Values that are not integers in Redis's strict sense.
+        same("SET s abc"),
+        same("INCR s"),
+        same("INCRBY s 1"),
+        same("DECR s"),
+        same("DECRBY s 1"),
+        same("GET s"),
+        same_args(&[b"SET", b"s", b""]),
+        same("INCR s"),
+        same_args(&[b"SET", b"s", b" 1"]),
+        same("INCR s"),
+        same_args(&[b"SET", b"s", b"1 "]),
+        same("INCR s"),
+        same("SET s +1"),
+        same("INCR s"),
+        same("SET s 01"),
+        same("INCR s"),
+        same("SET s -0"),
+        same("INCR s"),
+        same("SET s 1.5"),
+        same("INCR s"),
+        same("SET s 1e3"),
+        same("INCR s"),
+        same("SET s 9223372036854775808"),
+        same("INCR s"),
+        same("SET s -9223372036854775809"),
+        same("DECR s"),
+        same("SET s 0"),
+        same("INCR s"),
+        same("SET s -1"),
+        same("INCR s"),
+        same("GET s"),
+        // Bad increments.
+        same("INCRBY c abc"),
+        same("INCRBY c 1.5"),
+        same("INCRBY c 9223372036854775808"),
+        same("DECRBY c +"),
+        same_args(&[b"INCRBY", b"c", b""]),
+        same("INCRBY c +5"),
+        same("INCRBY c 05"),
+        // A TTL survives INCR.
+        same("SET t 5 EX 100"),
+        same("INCR t"),
+        same("TTL t"),
+        same("DECRBY t 10"),
+        same("TTL t"),
+        same("GET t"),
+        // Arity.
+        same("INCR"),
+        same("INCR a b"),
+        same("INCRBY a"),
+        same("INCRBY a 1 2"),
+        same("DECR"),
+        same("DECRBY a"),
+    ]
+}
+
+#[test]
+fn counters_resp2() {
+    diff(2, &counter_steps());
+}
+
+#[test]
+fn counters_resp3() {
+    diff(3, &counter_steps());
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors: arity and unknown commands
+// ---------------------------------------------------------------------------------------
+
+fn error_steps() -> Vec<Step> {
+    let mut s = vec![];
+    for line in [
+        "GET",
+        "GET a b",
+        "GeT",
+        "SET a",
+        "DEL",
+        "EXISTS",
+        "UNLINK",
+        "EXPIRE a",
+        "EXPIRE",
+        "PEXPIRE a",
+        "EXPIREAT a",
+        "PEXPIREAT a",
+        "TTL",
+        "TTL a b",
+        "PTTL",
+        "PERSIST",
+        "PERSIST a b",
+        "TYPE",
+        "TYPE a b",
+        "INCR",
+        "INCRBY a",
+        "DECR",
+        "DECRBY a",
+        "SETNX a",
+        "SETNX a b c",
+        "SETEX a 1",
+        "PSETEX a 1",
+        "GETDEL",
+        "GETDEL a b",
+        "ECHO",
+        "ECHO a b",
+        "PING a b",
+        "SELECT",
+        "SELECT 0 1",
+        "KEYS",
+        "DBSIZE a",
+        "AUTH",
+    ] {
+        s.push(same(line));
+    }
+    // Unknown commands: Redis's exact text, including the trailing space after each arg
+    // and the 128-character caps.
+    s.push(same("FOOBAR"));
+    s.push(same("FOOBAR a b c"));
+    s.push(same("foobar x"));
+    s.push(same_args(&[b""]));
+    s.push(same_args(&[b"", b"a"]));
+    let long = "x".repeat(200);
+    s.push(same(&format!("FOOBAR {long}")));
+    s.push(same(&format!("{long} a")));
+    let (a, b, c) = ("a".repeat(60), "b".repeat(60), "c".repeat(60));
+    s.push(same(&format!("FOOBAR {a} {b} {c}")));
+    s.push(same("FOOBAR 'quoted' arg"));
+    s.push(same("CLIENT FOO"));
+    s.push(same("CLIENT"));
+    // The connection is still fine after all of these.
+    s.push(same("PING"));
+    s
+}
+
+#[test]
+fn errors_resp2() {
+    diff(2, &error_steps());
+}
+
+#[test]
+fn errors_resp3() {
+    diff(3, &error_steps());
+}
+
+// ---------------------------------------------------------------------------------------
+// Connection commands
+// ---------------------------------------------------------------------------------------
+
+fn connection_steps() -> Vec<Step> {
+    vec![
+        same("PING"),
+        same("ping"),
+        same("PING hello"),
+        same_args(&[b"PING", b""]),
+        same("ECHO hi"),
+        same_args(&[b"ECHO", b""]),
+        same_args(&[b"ECHO", b"a\r\nb"]),
+        same("SELECT 0"),
+        same("SELECT 1"),
+        same("SELECT -1"),
+        same("SELECT abc"),
+        same("SELECT 99999999999999999999"),
+        same("CLIENT GETNAME"),
+        same("CLIENT SETNAME foo"),
+        same("CLIENT GETNAME"),
+        same_args(&[b"CLIENT", b"SETNAME", b"a b"]),
+        same_args(&[b"CLIENT", b"SETNAME", b"a\nb"]),
+        same("CLIENT GETNAME"),
+        same_args(&[b"CLIENT", b"SETNAME", b""]),
+        same("CLIENT GETNAME"),
+        same("client setname Bar"),
+        same("CLIENT GETNAME"),
+        same("AUTH foo"),
+        same("AUTH default foo"),
+        same("HELLO 4"),
+        same("HELLO abc"),
+        same("HELLO 1"),
+        same("GET nokey"),
+        // RESET returns to RESP2, no name, db 0.
+        same("RESET"),
+        same("CLIENT GETNAME"),
+        same("GET nokey"),
+        same("PING"),
+    ]
+}
+
+#[test]
+fn connection_commands_resp2() {
+    diff(2, &connection_steps());
+}
+
+#[test]
+fn connection_commands_resp3() {
+    diff(3, &connection_steps());
+}
+
+/// With `requirepass` both servers refuse commands before AUTH in the same words.
+fn auth_steps() -> Vec<Step> {
+    vec![
+        same("PING"),
+        same("GET k"),
+        same("SET k v"),
+        // Unknown commands and wrong arity are reported before the missing AUTH.
+        same("FOOBAR"),
+        same("GET"),
+        same("AUTH wrong"),
+        same("AUTH default wrong"),
+        same("AUTH nobody sekret"),
+        same("AUTH a b c"),
+        // (Unauthenticated `HELLO 2` is left out: its NOAUTH text changed in Redis 7.2.)
+        same("HELLO 3 AUTH default wrong"),
+        same("GET k"),
+        same("AUTH sekret"),
+        same("PING"),
+        same("SET k v"),
+        same("GET k"),
+        same("AUTH default sekret"),
+        same("AUTH wrong"),
+        // A failed AUTH after a good one does not log the connection out.
+        same("GET k"),
+    ]
+}
+
+#[test]
+fn auth_resp2() {
+    diff_with(
+        2,
+        &auth_steps(),
+        &["--requirepass", "sekret"],
+        &["--requirepass", "sekret"],
+    );
+}
+
+/// HELLO's reply differs from Redis only in the version and the client id: compare every
+/// other element byte for byte, in order, for HELLO 3 (a map) and HELLO 2 (a flat array).
+#[test]
+fn hello_reply_shape() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    for (proto, header) in [(3u8, &b"%7\r\n"[..]), (2, &b"*14\r\n"[..])] {
+        let hello = format!("HELLO {proto}");
+        let r = redis.conn().c(&hello);
+        let p = pal.conn().c(&hello);
+        assert!(r.starts_with(header), "redis {hello}: {}", show(&r));
+        assert!(p.starts_with(header), "palisade {hello}: {}", show(&p));
+        let re = split_frames(&r[header.len()..], proto);
+        let pe = split_frames(&p[header.len()..], proto);
+        assert_eq!(pe.len(), 14, "palisade {hello} elements: {}", show(&p));
+        for (i, (pv, rv)) in pe.iter().zip(&re).enumerate() {
+            match i {
+                3 => assert_reply(pv, b"$5\r\n7.2.0\r\n", &format!("{hello} version")),
+                7 => assert!(
+                    try_int(pv).is_some(),
+                    "{hello} id is not an integer: {}",
+                    show(pv)
+                ),
+                _ => assert_reply(pv, rv, &format!("{hello} element {i}")),
+            }
+        }
+    }
+
+    // HELLO with SETNAME names the connection.
+    let mut pc = pal.conn();
+    let p = pc.c("HELLO 3 SETNAME worker1");
+    assert!(p.starts_with(b"%7\r\n"), "HELLO 3 SETNAME: {}", show(&p));
+    assert_reply(
+        &pc.c("CLIENT GETNAME"),
+        b"$7\r\nworker1\r\n",
+        "CLIENT GETNAME after HELLO SETNAME",
+    );
+    // HELLO with no version reports the current protocol without changing it.
+    let p = pc.c("HELLO");
+    assert!(
+        p.starts_with(b"%7\r\n"),
+        "HELLO (no args) on a RESP3 connection: {}",
+        show(&p)
+    );
+    assert_reply(
+        &pc.c("GET nokey"),
+        b"_\r\n",
+        "still RESP3 after HELLO without version",
+    );
+}
+
+/// Commands that belong to a later issue answer exactly like an unknown command in Redis.
+#[test]
+fn not_yet_implemented_commands_are_unknown() {
+    let pal = Server::start();
+    let mut c = pal.conn();
+    let r = c.cmd(&["EVAL", "return 1", "0"]);
+    assert_reply(
+        &r,
+        b"-ERR unknown command 'EVAL', with args beginning with: 'return 1' '0' \r\n",
+        "EVAL before scripting exists",
+    );
+    assert_reply(&c.c("PING"), b"+PONG\r\n", "connection still usable");
+}

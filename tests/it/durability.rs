@@ -1,0 +1,316 @@
+//! Durability across `kill -9` (design.md §3, §6): every acknowledged write survives, the
+//! next token is above every token issued before the crash, and fences still reject
+//! lower tokens, even for keys that were deleted or expired.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::common::*;
+
+const LOCKS: usize = 1000;
+const SETS: usize = 8000;
+
+fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
+/// LOCKINFO l:{i} must show owner o{i}, token `t`, and a live pttl.
+#[track_caller]
+fn check_lockinfo(reply: &[u8], i: usize, t: i64) {
+    let mut want = b"*6\r\n".to_vec();
+    want.extend_from_slice(&bulk_bytes(b"owner"));
+    want.extend_from_slice(&bulk_bytes(format!("o{i}").as_bytes()));
+    want.extend_from_slice(&bulk_bytes(b"token"));
+    want.extend_from_slice(&int_bytes(t));
+    want.extend_from_slice(&bulk_bytes(b"pttl"));
+    assert!(
+        reply.starts_with(&want),
+        "LOCKINFO l:{i}: expected {}<pttl>, got {}",
+        show(&want),
+        show(reply)
+    );
+    let pttl = as_int(&reply[want.len()..]);
+    assert!(pttl > 0 && pttl <= 600_000, "LOCKINFO l:{i} pttl {pttl}");
+}
+
+#[test]
+fn acked_writes_tokens_and_fences_survive_kill_9() {
+    crash_and_check(&[]);
+}
+
+/// The same with frequent snapshots, so that restart goes through a snapshot plus a
+/// compacted log, and the fences and revision must come back from the snapshot.
+#[test]
+fn acked_writes_tokens_and_fences_survive_kill_9_with_snapshots() {
+    crash_and_check(&["--snapshot-every", "20"]);
+}
+
+fn crash_and_check(flags: &[&str]) {
+    let mut srv = Server::start_with(flags);
+    let mut c = srv.conn();
+
+    // Phase 1: 10,000 acknowledged writes, pipelined: 1,000 LOCKs (tokens noted),
+    // 8,000 SETs, 1,000 FENCEDSETs with the lock tokens.
+    let locks: Vec<_> = (0..LOCKS)
+        .map(|i| cmd(&["LOCK", &format!("l:{i}"), &format!("o{i}"), "PX", "600000"]))
+        .collect();
+    let tokens: Vec<i64> = c
+        .pipeline(&locks)
+        .iter()
+        .enumerate()
+        .map(|(i, r)| token_or_nil(r, 2, "LOCK").unwrap_or_else(|| panic!("LOCK l:{i} got nil")))
+        .collect();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens of pipelined LOCKs must increase"
+    );
+    let max_token = *tokens.last().unwrap();
+
+    let sets: Vec<_> = (0..SETS)
+        .map(|i| cmd(&["SET", &format!("d:{i}"), &format!("v{i}")]))
+        .collect();
+    for (i, r) in c.pipeline(&sets).iter().enumerate() {
+        assert_reply(r, b"+OK\r\n", &format!("SET d:{i}"));
+    }
+    let fenced: Vec<_> = (0..LOCKS)
+        .map(|i| {
+            cmd(&[
+                "FENCEDSET",
+                &format!("f:{i}"),
+                &format!("fv{i}"),
+                &tokens[i].to_string(),
+            ])
+        })
+        .collect();
+    for (i, r) in c.pipeline(&fenced).iter().enumerate() {
+        assert_reply(r, b"+OK\r\n", &format!("FENCEDSET f:{i}"));
+    }
+
+    // Fences on a key that is then deleted, and on one that then expires.
+    let maxs = max_token.to_string();
+    assert_reply(
+        &c.cmd(&["FENCEDSET", "fd", "v", &maxs]),
+        b"+OK\r\n",
+        "FENCEDSET fd",
+    );
+    assert_reply(&c.c("DEL fd"), b":1\r\n", "DEL fd");
+    assert_reply(
+        &c.cmd(&["FENCEDSET", "fe", "v", &maxs, "PX", "100"]),
+        b"+OK\r\n",
+        "FENCEDSET fe PX",
+    );
+    thread::sleep(Duration::from_millis(300));
+    assert_reply(&c.c("GET fe"), b"$-1\r\n", "fe expired");
+    // The last acknowledged write before the crash.
+    assert_reply(&c.c("SET last-ack yes"), b"+OK\r\n", "last write");
+
+    // Phase 2: crash.
+    srv.kill9();
+    srv.restart();
+    let mut c = srv.conn();
+
+    // Phase 3: every acknowledged write is there.
+    let gets: Vec<_> = (0..SETS)
+        .map(|i| cmd(&["GET", &format!("d:{i}")]))
+        .collect();
+    for (i, r) in c.pipeline(&gets).iter().enumerate() {
+        assert_reply(
+            r,
+            &bulk_bytes(format!("v{i}").as_bytes()),
+            &format!("GET d:{i} after restart"),
+        );
+    }
+    let gets: Vec<_> = (0..LOCKS)
+        .map(|i| cmd(&["GET", &format!("f:{i}")]))
+        .collect();
+    for (i, r) in c.pipeline(&gets).iter().enumerate() {
+        assert_reply(
+            r,
+            &bulk_bytes(format!("fv{i}").as_bytes()),
+            &format!("GET f:{i} after restart"),
+        );
+    }
+    let infos: Vec<_> = (0..LOCKS)
+        .map(|i| cmd(&["LOCKINFO", &format!("l:{i}")]))
+        .collect();
+    for (i, r) in c.pipeline(&infos).iter().enumerate() {
+        check_lockinfo(r, i, tokens[i]);
+    }
+    assert_reply(
+        &c.c("GET last-ack"),
+        b"$3\r\nyes\r\n",
+        "last write before the crash",
+    );
+    assert_reply(&c.c("GET fd"), b"$-1\r\n", "fd stays deleted");
+    assert_reply(&c.c("GET fe"), b"$-1\r\n", "fe stays expired");
+    assert_reply(
+        &c.c("DBSIZE"),
+        &int_bytes((LOCKS + SETS + LOCKS + 1) as i64),
+        "DBSIZE",
+    );
+
+    // Phase 4: locks are still held by their owners, with their tokens.
+    for (i, r) in c.pipeline(&locks).iter().enumerate() {
+        assert_reply(
+            r,
+            &int_bytes(tokens[i]),
+            &format!("re-LOCK l:{i} by its owner after restart"),
+        );
+    }
+    assert_reply(
+        &c.c("LOCK l:0 intruder PX 1000"),
+        b"$-1\r\n",
+        "held lock after restart",
+    );
+
+    // Phase 5: the next token is above every token issued before the crash.
+    let next = lock(&mut c, "fresh", "me", 10_000).expect("new lock");
+    assert!(
+        next > max_token,
+        "token after restart {next} must exceed {max_token}"
+    );
+
+    // Phase 6: fences survive, including on deleted and expired keys.
+    let stale: Vec<_> = (0..LOCKS)
+        .map(|i| {
+            cmd(&[
+                "FENCEDSET",
+                &format!("f:{i}"),
+                "stale",
+                &(tokens[i] - 1).to_string(),
+            ])
+        })
+        .collect();
+    for (i, r) in c.pipeline(&stale).iter().enumerate() {
+        assert_reply(
+            r,
+            &fenced_err(tokens[i] - 1, tokens[i]),
+            &format!("stale FENCEDSET f:{i}"),
+        );
+    }
+    let lower = (max_token - 1).to_string();
+    assert_reply(
+        &c.cmd(&["FENCEDSET", "fd", "x", &lower]),
+        &fenced_err(max_token - 1, max_token),
+        "fence of a deleted key",
+    );
+    assert_reply(
+        &c.cmd(&["FENCEDSET", "fe", "x", &lower]),
+        &fenced_err(max_token - 1, max_token),
+        "fence of an expired key",
+    );
+    assert_reply(
+        &c.cmd(&["FENCEDGET", "f:0", &(tokens[0] - 1).to_string()]),
+        &fenced_err(tokens[0] - 1, tokens[0]),
+        "FENCEDGET below the fence",
+    );
+
+    // Phase 7: a second crash keeps what was written after the first restart.
+    assert_reply(
+        &c.c("SET after-restart 1"),
+        b"+OK\r\n",
+        "write after restart",
+    );
+    srv.restart();
+    let mut c = srv.conn();
+    assert_reply(
+        &c.c("GET after-restart"),
+        b"$1\r\n1\r\n",
+        "write after the first restart",
+    );
+    assert_reply(&c.c("GET d:7999"), b"$5\r\nv7999\r\n", "older write");
+    assert_reply(
+        &c.c("LOCK fresh me PX 10000"),
+        &int_bytes(next),
+        "lock taken after the first restart",
+    );
+    let later = lock(&mut c, "fresh2", "me", 10_000).expect("new lock");
+    assert!(
+        later > next,
+        "token after the second restart {later} must exceed {next}"
+    );
+}
+
+/// Kill the server while a client streams writes: every write whose reply arrived is
+/// present after restart with its value, and nothing that was never sent appears.
+#[test]
+fn kill_9_mid_stream_keeps_every_acked_write() {
+    const TOTAL: usize = 200_000;
+    const KILL_AFTER: usize = 3_000;
+    const IN_FLIGHT: usize = 2_000;
+    let mut srv = Server::start();
+    let mut c = srv.conn();
+    let mut w = c.stream_clone();
+    let acked = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (acked_w, sent_w) = (acked.clone(), sent.clone());
+    // The writer keeps at most IN_FLIGHT commands unanswered, like a pipelining client.
+    let writer = thread::spawn(move || {
+        for start in (0..TOTAL).step_by(100) {
+            while start.saturating_sub(acked_w.load(Ordering::SeqCst)) > IN_FLIGHT {
+                if Arc::strong_count(&acked_w) < 3 {
+                    return; // the reader is gone
+                }
+                thread::sleep(Duration::from_millis(1));
+            }
+            let mut data = Vec::new();
+            for i in start..start + 100 {
+                data.extend_from_slice(&encode(&["SET", &format!("w:{i}"), &format!("{i}")]));
+            }
+            // Counted before the write: a partial write may still deliver commands.
+            sent_w.store(start + 100, Ordering::SeqCst);
+            if w.write_all(&data).is_err() {
+                return;
+            }
+        }
+    });
+    let acked_r = acked.clone();
+    let reader = thread::spawn(move || loop {
+        match c.try_read_reply() {
+            Ok(r) => {
+                assert_reply(&r, b"+OK\r\n", "streamed SET");
+                acked_r.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(ReadFailure::Closed(_)) => return,
+            Err(e) => panic!("while streaming: {e:?}"),
+        }
+    });
+    wait_for(Duration::from_secs(60), "3,000 acknowledged writes", || {
+        (acked.load(Ordering::SeqCst) >= KILL_AFTER).then_some(())
+    });
+    srv.kill9();
+    reader.join().expect("reader");
+    writer.join().expect("writer");
+    let k = acked.load(Ordering::SeqCst);
+    let n = sent.load(Ordering::SeqCst);
+    assert!(
+        k < TOTAL,
+        "the stream should still have been running at the kill"
+    );
+
+    srv.restart();
+    let mut c = srv.conn();
+    let gets: Vec<_> = (0..n + 100)
+        .map(|i| cmd(&["GET", &format!("w:{i}")]))
+        .collect();
+    for (i, r) in c.pipeline(&gets).iter().enumerate() {
+        if i < k {
+            assert_reply(
+                r,
+                &bulk_bytes(i.to_string().as_bytes()),
+                &format!("acknowledged w:{i} (acked {k})"),
+            );
+        } else if i >= n {
+            assert_reply(r, b"$-1\r\n", &format!("w:{i} was never sent"));
+        } else if r != b"$-1\r\n" {
+            assert_reply(
+                r,
+                &bulk_bytes(i.to_string().as_bytes()),
+                &format!("unacknowledged w:{i}"),
+            );
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Palisade's integration tests: one binary, real processes, exact reply bytes.
+//!
+//! Every test starts its own server(s) on free ports with a temporary data directory
+//! (see `common`). Differential tests also start a real `redis-server`, and the seed
+//! scenario runs python3 client processes; both must be on PATH (the test command
+//! installs them), and a missing one fails the test with a message saying so.
+//!
+//! Run with: `cargo test --release --test it`
+
+mod common;
+
+mod bad_input;
+mod differential;
+mod durability;
+mod handshake;
+mod locks;
+mod rmw;
+mod seed_scenario;
