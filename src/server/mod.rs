@@ -157,10 +157,11 @@ impl Server {
             dir: config.dir.clone(),
             snapshot_every: config.snapshot_every,
         };
-        let node = node::start(&settings).await?;
+        // Bind first: a port conflict should fail before Raft touches the data directory.
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .await
             .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+        let node = node::start(&settings).await?;
         let addr = listener.local_addr()?;
         let clock = Clock::new();
         let shared = Arc::new(Shared {
