@@ -75,6 +75,23 @@ pub struct Keyspace {
     dirty: BTreeSet<Bytes>,
     #[serde(skip)]
     dirty_fences: BTreeSet<Bytes>,
+    #[serde(skip)]
+    events: Vec<Event>,
+}
+
+/// Something apply wants the local node to observe after the batch is durable: an output of
+/// the state machine (delivery to subscribers, wake-ups), never an input to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A message published to a channel.
+    Publish {
+        /// The channel.
+        channel: Bytes,
+        /// The message.
+        message: Bytes,
+    },
+    /// A key was written (wakes clients blocked on it).
+    Touched(Bytes),
 }
 
 impl Keyspace {
@@ -272,6 +289,16 @@ impl Keyspace {
             entries: entries.collect(),
             fences: fences.collect(),
         }
+    }
+
+    /// Records an event for the local node (delivered after the batch is persisted).
+    pub fn emit(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// Takes the events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
     }
 
     /// Forgets pending changes (after a full rewrite such as a snapshot install).

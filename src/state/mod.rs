@@ -7,4 +7,4 @@ pub mod keyspace;
 pub mod pattern;
 
 pub use clock::ClusterClock;
-pub use keyspace::{Entry, Keyspace, Value};
+pub use keyspace::{Entry, Event, Keyspace, Value};

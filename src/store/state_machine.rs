@@ -21,10 +21,10 @@ use super::schema::{
 };
 use crate::cmd::Ctx;
 use crate::raft::{Batch, BatchReply, Entry, LogId, NodeId, StorageError, TypeConfig};
-use crate::state::Keyspace;
+use crate::state::{Event, Keyspace};
 
 /// State shared between the state machine worker and the server's read path.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SmState {
     /// The keyspace.
     pub ks: Keyspace,
@@ -34,7 +34,25 @@ pub struct SmState {
     pub membership: StoredMembership<NodeId, openraft::BasicNode>,
     /// Keys removed by eviction entries since start (INFO expired_keys).
     pub expired_total: u64,
+    /// Events of applied batches, published after each batch is persisted (pub/sub delivery,
+    /// wake-ups of blocked clients). Lagging receivers lose events, never block apply.
+    pub events: tokio::sync::broadcast::Sender<Event>,
 }
+
+impl Default for SmState {
+    fn default() -> Self {
+        SmState {
+            ks: Keyspace::default(),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            expired_total: 0,
+            events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
+        }
+    }
+}
+
+/// Events buffered per receiver before the slowest one starts losing them.
+pub const EVENT_CAPACITY: usize = 65_536;
 
 /// The serialized snapshot image.
 #[derive(Serialize, Deserialize)]
@@ -101,6 +119,7 @@ impl StateMachine {
             last_applied: meta.last_applied,
             membership: meta.membership,
             expired_total: 0,
+            events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         };
         Ok(StateMachine {
             db,
@@ -254,6 +273,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
         }
         self.persist(&mut st)?;
+        for event in st.ks.take_events() {
+            // No receiver is normal (nobody subscribed).
+            let _ = st.events.send(event);
+        }
         Ok(replies)
     }
 
