@@ -157,15 +157,14 @@ fn execute(access: &mut Access<'_>, inv: &Invocation<'_>, st: &Rc<RunState>) -> 
         return Ok(Reply::Nil);
     }
     let mut values = result.into_iter();
-    if let Some(Value::Boolean(true)) = values.next() {
-        let first = values.next().unwrap_or(Value::Nil);
+    let ok = matches!(values.next(), Some(Value::Boolean(true)));
+    let first = values.next().unwrap_or(Value::Nil);
+    if ok {
         return Ok(convert::lua_to_reply(&first, st.resp3.get()));
     }
-    let (msg, line) = st
-        .failure
-        .borrow_mut()
-        .take()
-        .unwrap_or_else(|| ("ERR execution failure".into(), None));
+    // Memory errors skip the message handler; their value is the message.
+    let failure = st.failure.borrow_mut().take();
+    let (msg, line) = failure.unwrap_or_else(|| (error_message(&first), None));
     Ok(Reply::Error(match line {
         Some(line) => format!("{msg} script: {}, on {CHUNK}:{line}.", inv.sha),
         None => msg,

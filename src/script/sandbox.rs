@@ -25,20 +25,9 @@ const REMOVED: &[&str] = &[
     "dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require",
 ];
 
-/// Lua run once per state, before the script: the `redis.call`/`pcall` wrappers (which
-/// raise error replies as tables, like Redis) and the global protection.
+/// Lua run once per state, before the script: Redis 7's global protection.
 const PRELUDE: &str = r#"
-local raw, rawpcall = ...
 local error = error
-redis.call = function(...)
-  local v, failed = raw(...)
-  if failed then error(v, 0) end
-  return v
-end
-redis.pcall = function(...)
-  local v = raw(...)
-  return v
-end
 setmetatable(_G, {
   __newindex = function() error("Attempt to modify a readonly table", 2) end,
   __index = function(_, n)
@@ -71,10 +60,55 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
     Ok(lua)
 }
 
-/// Installs `redis.call`/`redis.pcall` over `raw` and protects the globals.
+/// Where `redis.call`/`redis.pcall` find the Rust function that executes commands.
+const RAW_KEY: &std::ffi::CStr = c"palisade.raw";
+
+/// Installs `redis.call`/`redis.pcall` over `raw` (which returns the converted reply and
+/// whether it is an error) and protects the globals.
+///
+/// Both are C functions, as in Redis: a C function called in tail position keeps the
+/// script's stack frame, so an error raised by `redis.call` can name the script line, and
+/// the error it raises is the `{err=...}` table itself (mlua would turn a table raised from a
+/// Rust callback into a string).
 pub fn finish_state(lua: &Lua, raw: Function) -> mlua::Result<()> {
+    lua.set_named_registry_value("palisade.raw", raw)?;
+    let redis: Table = lua.globals().raw_get("redis")?;
+    // SAFETY: the functions only use the Lua C API on the stack they are given; they raise
+    // through lua_error with no Rust values live in their frames.
+    let (call, pcall) = unsafe {
+        (
+            lua.create_c_function(redis_call)?,
+            lua.create_c_function(redis_pcall)?,
+        )
+    };
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)?;
     let prelude = lua.load(PRELUDE).set_name("=palisade").into_function()?;
-    prelude.call::<()>(raw)
+    prelude.call::<()>(())
+}
+
+unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    call_raw(state, true)
+}
+
+unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    call_raw(state, false)
+}
+
+/// Calls the registered Rust function with this call's arguments; raises its value when it
+/// reports an error and `raise` is set, else returns the value.
+unsafe fn call_raw(state: *mut mlua::lua_State, raise: bool) -> std::ffi::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(state);
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, RAW_KEY.as_ptr());
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, n, 2);
+    let failed = ffi::lua_toboolean(state, -1) != 0;
+    ffi::lua_settop(state, -2);
+    if failed && raise {
+        ffi::lua_error(state)
+    }
+    1
 }
 
 fn strings(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
