@@ -13,6 +13,7 @@ mod bad_input;
 mod differential;
 mod durability;
 mod handshake;
+mod lock_scripts;
 mod locks;
 mod rmw;
 mod seed_scenario;
