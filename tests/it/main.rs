@@ -16,4 +16,6 @@ mod handshake;
 mod lock_scripts;
 mod locks;
 mod rmw;
+mod scripting;
 mod seed_scenario;
+mod types;
