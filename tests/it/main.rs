@@ -10,12 +10,15 @@
 mod common;
 
 mod bad_input;
+mod blpop;
 mod differential;
 mod durability;
 mod handshake;
 mod lock_scripts;
 mod locks;
+mod pubsub;
 mod rmw;
 mod scripting;
 mod seed_scenario;
+mod transactions;
 mod types;
