@@ -89,7 +89,7 @@ pub fn parse_hset(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     let key = args.arg()?;
     let rest = args.rest();
-    if rest.len() % 2 != 0 || (name == "hsetnx" && rest.len() != 2) {
+    if !rest.len().is_multiple_of(2) || (name == "hsetnx" && rest.len() != 2) {
         return Err(wrong_arity(&name));
     }
     let pairs = rest
@@ -190,9 +190,7 @@ impl HDel {
         match ks.get_hash(&self.key, ctx.now) {
             Err(e) => return e,
             Ok(None) => return Reply::Int(0),
-            Ok(Some(h)) if !self.fields.iter().any(|f| h.contains_key(f)) => {
-                return Reply::Int(0)
-            }
+            Ok(Some(h)) if !self.fields.iter().any(|f| h.contains_key(f)) => return Reply::Int(0),
             Ok(Some(_)) => {}
         }
         let mut removed = 0;

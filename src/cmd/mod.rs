@@ -376,7 +376,15 @@ pub static TABLE: &[Spec] = &[
     spec!("unsubscribe", -1, PUBSUB, 0, 0, 0, subscribe::parse),
     spec!("punsubscribe", -1, PUBSUB, 0, 0, 0, subscribe::parse),
     spec!("multi", 1, TXN, 0, 0, 0, multi::parse),
-    spec!("exec", 1, &["noscript", "loading", "stale", "skip_slowlog"], 0, 0, 0, multi::parse),
+    spec!(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        0,
+        0,
+        0,
+        multi::parse
+    ),
     spec!("discard", 1, TXN, 0, 0, 0, multi::parse),
     spec!("watch", -2, TXN, 1, -1, 1, multi::parse),
     spec!("unwatch", 1, TXN, 0, 0, 0, multi::parse),
@@ -450,6 +458,23 @@ impl Spec {
     }
 }
 
+/// Test helper: parses a space-separated command line and applies (or queries) it as the
+/// next write, at cluster time `now`.
+#[cfg(test)]
+pub(crate) fn run_line(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
+    let argv = line
+        .split(' ')
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect();
+    let rev = ks.bump_revision();
+    match parse(argv) {
+        Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
+        Ok(Request::Read(c)) => c.query(ks, now),
+        Ok(Request::Conn(_)) => panic!("connection command"),
+        Err(e) => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,13 +486,7 @@ mod tests {
     }
 
     fn apply(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
-        let rev = ks.bump_revision();
-        match parse(argv(line)) {
-            Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
-            Ok(Request::Read(c)) => c.query(ks, now),
-            Ok(Request::Conn(_)) => panic!("connection command"),
-            Err(e) => e,
-        }
+        run_line(ks, line, now)
     }
 
     #[test]

@@ -73,9 +73,7 @@ pub struct Exec {
 
 impl Exec {
     fn unchanged(&self, ks: &Keyspace, now: u64) -> bool {
-        self.watched
-            .iter()
-            .all(|(k, v)| version(ks, k, now) == *v)
+        self.watched.iter().all(|(k, v)| version(ks, k, now) == *v)
     }
 
     /// True when every queued command is a read (EXEC may then use the read path).

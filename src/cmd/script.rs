@@ -33,12 +33,22 @@ pub enum Script {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let raw = args.arg()?;
     let sub = String::from_utf8_lossy(&raw).to_lowercase();
-    let arity = |name: &str| Reply::err(format!("ERR wrong number of arguments for 'script|{name}' command"));
+    let arity = |name: &str| {
+        Reply::err(format!(
+            "ERR wrong number of arguments for 'script|{name}' command"
+        ))
+    };
     match sub.as_str() {
-        "load" if args.remaining() == 1 => Ok(Request::Write(Command::Script(Script::Load(args.arg()?)))),
+        "load" if args.remaining() == 1 => {
+            Ok(Request::Write(Command::Script(Script::Load(args.arg()?))))
+        }
         "load" => Err(arity("load")),
         "exists" if args.remaining() > 0 => {
-            let shas = args.rest().iter().map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+            let shas = args
+                .rest()
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+                .collect();
             Ok(Request::Read(Command::Script(Script::Exists(shas))))
         }
         "exists" => Err(arity("exists")),
@@ -49,12 +59,16 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             if args.remaining() == 1 {
                 let mode = args.next_keyword()?;
                 if mode != "ASYNC" && mode != "SYNC" {
-                    return Err(Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
+                    return Err(Reply::err(
+                        "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+                    ));
                 }
             }
             Ok(Request::Write(Command::Script(Script::Flush)))
         }
-        "kill" if args.remaining() == 0 => Err(Reply::err("NOTBUSY No scripts in execution right now.")),
+        "kill" if args.remaining() == 0 => {
+            Err(Reply::err("NOTBUSY No scripts in execution right now."))
+        }
         "kill" => Err(arity("kill")),
         "budget" => match args.remaining() {
             0 => Ok(Request::Read(Command::Script(Script::Budget(None)))),

@@ -36,14 +36,18 @@ fn err(text: &str) -> Reply {
 /// they are, numbers with `%.17g`, anything else an error.
 pub fn argv(args: &MultiValue) -> Result<Vec<Bytes>, Reply> {
     if args.is_empty() {
-        return Err(err("Please specify at least one argument for this redis lib call"));
+        return Err(err(
+            "Please specify at least one argument for this redis lib call",
+        ));
     }
     args.iter()
         .map(|v| match v {
             Value::String(s) => Ok(Bytes::copy_from_slice(&s.as_bytes())),
             Value::Number(n) => Ok(Bytes::from(fmt_g17(*n))),
             Value::Integer(n) => Ok(Bytes::from(n.to_string())),
-            _ => Err(err("Lua redis lib command arguments must be strings or integers")),
+            _ => Err(err(
+                "Lua redis lib command arguments must be strings or integers",
+            )),
         })
         .collect()
 }

@@ -151,7 +151,9 @@ pub fn error_text(raw: &[u8]) -> String {
 /// C's `(long long)` cast of a double on x86-64: truncation toward zero, and
 /// `LLONG_MIN` for NaN and out-of-range values (what Redis returns for `math.huge`).
 pub fn c_cast(n: f64) -> i64 {
-    if n.is_nan() || !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&n) {
+    // 2^63 exactly: the first double a long long cannot hold.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
         i64::MIN
     } else {
         n as i64
@@ -314,10 +316,7 @@ mod tests {
     #[test]
     fn booleans_follow_setresp_3() {
         let lua = lua();
-        assert_eq!(
-            lua_to_reply(&Value::Boolean(true), true),
-            Reply::Bool(true)
-        );
+        assert_eq!(lua_to_reply(&Value::Boolean(true), true), Reply::Bool(true));
         assert_eq!(
             lua_to_reply(&Value::Boolean(false), true),
             Reply::Bool(false)

@@ -104,7 +104,11 @@ pub fn run(mut access: Access<'_>, inv: &Invocation<'_>) -> Reply {
     }
 }
 
-fn execute(access: &mut Access<'_>, inv: &Invocation<'_>, st: &Rc<RunState>) -> mlua::Result<Reply> {
+fn execute(
+    access: &mut Access<'_>,
+    inv: &Invocation<'_>,
+    st: &Rc<RunState>,
+) -> mlua::Result<Reply> {
     let lua = sandbox::new_state(inv.keys, inv.args)?;
     let f = match lua
         .load(inv.body)

@@ -125,32 +125,34 @@ fn install_random(lua: &Lua) -> mlua::Result<()> {
     let state = Rc::new(Cell::new(RAND_INIT));
     let s = state.clone();
     let random = lua.create_function(move |_, args: MultiValue| {
-        let x = s
-            .get()
-            .wrapping_mul(0x5_DEEC_E66D)
-            .wrapping_add(0xB)
-            & ((1 << 48) - 1);
+        let x = s.get().wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB) & ((1 << 48) - 1);
         s.set(x);
         let max = i32::MAX as f64;
         let r = ((x >> 17) as f64 % max) / max;
         let int = |v: &Value| match v {
             Value::Number(n) => Ok(*n as i32 as f64),
             Value::Integer(n) => Ok(*n as i32 as f64),
-            _ => Err(mlua::Error::runtime("bad argument to 'random' (number expected)")),
+            _ => Err(mlua::Error::runtime(
+                "bad argument to 'random' (number expected)",
+            )),
         };
         match args.len() {
             0 => Ok(r),
             1 => {
                 let u = int(&args[0])?;
                 if u < 1.0 {
-                    return Err(mlua::Error::runtime("bad argument #1 to 'random' (interval is empty)"));
+                    return Err(mlua::Error::runtime(
+                        "bad argument #1 to 'random' (interval is empty)",
+                    ));
                 }
                 Ok((r * u).floor() + 1.0)
             }
             2 => {
                 let (l, u) = (int(&args[0])?, int(&args[1])?);
                 if l > u {
-                    return Err(mlua::Error::runtime("bad argument #2 to 'random' (interval is empty)"));
+                    return Err(mlua::Error::runtime(
+                        "bad argument #2 to 'random' (interval is empty)",
+                    ));
                 }
                 Ok((r * (u - l + 1.0)).floor() + l)
             }
@@ -227,7 +229,9 @@ fn reply_table(lua: &Lua, field: &str, msg: Value) -> mlua::Result<Table> {
 
 fn log(_: &Lua, args: MultiValue) -> mlua::Result<()> {
     if args.len() < 2 {
-        return Err(mlua::Error::runtime("redis.log() requires two arguments or more."));
+        return Err(mlua::Error::runtime(
+            "redis.log() requires two arguments or more.",
+        ));
     }
     let level = match &args[0] {
         Value::Number(n) if (0.0..=3.0).contains(n) => *n as i64,

@@ -4,14 +4,20 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::cmd::{self, Ctx, Request};
 use crate::state::{Event, Keyspace};
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
-fn eval_at(ks: &mut Keyspace, body: &str, keys: &[&str], args: &[&str], now: u64, budget: u64) -> Reply {
+fn eval_at(
+    ks: &mut Keyspace,
+    body: &str,
+    keys: &[&str],
+    args: &[&str],
+    now: u64,
+    budget: u64,
+) -> Reply {
     let keys: Vec<Bytes> = keys.iter().map(|k| b(k)).collect();
     let args: Vec<Bytes> = args.iter().map(|a| b(a)).collect();
     ks.bump_revision();
@@ -31,14 +37,7 @@ fn eval(ks: &mut Keyspace, body: &str, keys: &[&str], args: &[&str]) -> Reply {
 }
 
 fn cmd(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
-    let argv = line.split(' ').map(b).collect();
-    let rev = ks.bump_revision();
-    match cmd::parse(argv) {
-        Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
-        Ok(Request::Read(c)) => c.query(ks, now),
-        Ok(Request::Conn(_)) => panic!("connection command"),
-        Err(e) => e,
-    }
+    crate::cmd::run_line(ks, line, now)
 }
 
 #[test]
@@ -60,10 +59,20 @@ fn nil_bulk_is_false_and_status_is_ok_table() {
 #[test]
 fn integral_numbers_are_passed_as_integers() {
     let mut ks = Keyspace::default();
-    eval(&mut ks, "redis.call('set', KEYS[1], 0) redis.call('set', KEYS[2], 2.5)", &["a", "b"], &[]);
+    eval(
+        &mut ks,
+        "redis.call('set', KEYS[1], 0) redis.call('set', KEYS[2], 2.5)",
+        &["a", "b"],
+        &[],
+    );
     assert_eq!(cmd(&mut ks, "GET a", 1000), Reply::bulk("0"));
     assert_eq!(cmd(&mut ks, "GET b", 1000), Reply::bulk("2.5"));
-    let r = eval(&mut ks, "return redis.call('pexpire', KEYS[1], ARGV[1] + 100)", &["a"], &["900"]);
+    let r = eval(
+        &mut ks,
+        "return redis.call('pexpire', KEYS[1], ARGV[1] + 100)",
+        &["a"],
+        &["900"],
+    );
     assert_eq!(r, Reply::Int(1));
     assert_eq!(cmd(&mut ks, "PTTL a", 1000), Reply::Int(1000));
 }
@@ -73,13 +82,23 @@ fn call_raises_and_pcall_returns_error_tables() {
     let mut ks = Keyspace::default();
     cmd(&mut ks, "SET s abc", 0);
     assert_eq!(
-        eval(&mut ks, "redis.call('set', 'before', '1')\nreturn redis.call('incr', 's')", &[], &[]),
+        eval(
+            &mut ks,
+            "redis.call('set', 'before', '1')\nreturn redis.call('incr', 's')",
+            &[],
+            &[]
+        ),
         Reply::err("ERR value is not an integer or out of range script: 0000, on @user_script:2.")
     );
     // An ordinary error keeps the writes made before it, as in Redis.
     assert_eq!(cmd(&mut ks, "GET before", 0), Reply::bulk("1"));
     assert_eq!(
-        eval(&mut ks, "local e = redis.pcall('incr', 's') return {type(e), e.err}", &[], &[]),
+        eval(
+            &mut ks,
+            "local e = redis.pcall('incr', 's') return {type(e), e.err}",
+            &[],
+            &[]
+        ),
         Reply::Array(vec![
             Reply::bulk("table"),
             Reply::bulk("ERR value is not an integer or out of range")
@@ -90,7 +109,12 @@ fn call_raises_and_pcall_returns_error_tables() {
         Reply::err("ERR value is not an integer or out of range")
     );
     assert_eq!(
-        eval(&mut ks, "local ok, e = pcall(redis.call, 'nosuch') return e.err", &[], &[]),
+        eval(
+            &mut ks,
+            "local ok, e = pcall(redis.call, 'nosuch') return e.err",
+            &[],
+            &[]
+        ),
         Reply::bulk("ERR Unknown Redis command called from script")
     );
     assert_eq!(
@@ -106,8 +130,18 @@ fn call_raises_and_pcall_returns_error_tables() {
 #[test]
 fn command_names_are_case_insensitive_and_dynamic() {
     let mut ks = Keyspace::default();
-    eval(&mut ks, "redis.call('SET', 'a', '1') redis.call('sEt', 'b', '2')", &[], &[]);
-    let r = eval(&mut ks, "return redis.call(ARGV[1], KEYS[1], ARGV[2])", &["ch"], &["PUBLISH", "m"]);
+    eval(
+        &mut ks,
+        "redis.call('SET', 'a', '1') redis.call('sEt', 'b', '2')",
+        &[],
+        &[],
+    );
+    let r = eval(
+        &mut ks,
+        "return redis.call(ARGV[1], KEYS[1], ARGV[2])",
+        &["ch"],
+        &["PUBLISH", "m"],
+    );
     assert_eq!(r, Reply::Int(0));
     let events = ks.take_events();
     assert!(events.contains(&Event::Publish {
@@ -124,13 +158,23 @@ fn scripts_see_entry_time_and_sorted_keys() {
     cmd(&mut ks, "SET a 1 PX 100", 0);
     cmd(&mut ks, "SET m 1", 0);
     let at = |ks: &mut Keyspace, now| {
-        eval_at(ks, "return redis.call('keys', '*')", &[], &[], now, 1_000_000)
+        eval_at(
+            ks,
+            "return redis.call('keys', '*')",
+            &[],
+            &[],
+            now,
+            1_000_000,
+        )
     };
     assert_eq!(
         at(&mut ks, 50),
         Reply::Array(vec![Reply::bulk("a"), Reply::bulk("m"), Reply::bulk("z")])
     );
-    assert_eq!(at(&mut ks, 100), Reply::Array(vec![Reply::bulk("m"), Reply::bulk("z")]));
+    assert_eq!(
+        at(&mut ks, 100),
+        Reply::Array(vec![Reply::bulk("m"), Reply::bulk("z")])
+    );
 }
 
 #[test]
@@ -148,7 +192,10 @@ fn budget_abort_leaves_no_trace() {
         0,
         100_000,
     );
-    assert!(matches!(&r, Reply::Error(e) if e.contains("instruction budget")), "{r:?}");
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("instruction budget")),
+        "{r:?}"
+    );
     assert_eq!(cmd(&mut ks, "GET keep", 0), Reply::bulk("v"));
     assert_eq!(cmd(&mut ks, "EXISTS new", 0), Reply::Int(0));
     assert_eq!(cmd(&mut ks, "LLEN l", 0), Reply::Int(1));
@@ -170,7 +217,10 @@ fn budget_abort_cannot_be_caught() {
         "while true do redis.pcall('get', 'x') end",
     ] {
         let r = eval_at(&mut ks, body, &[], &[], 0, 100_000);
-        assert!(matches!(&r, Reply::Error(e) if e.contains("instruction budget")), "{body}: {r:?}");
+        assert!(
+            matches!(&r, Reply::Error(e) if e.contains("instruction budget")),
+            "{body}: {r:?}"
+        );
     }
 }
 
@@ -181,7 +231,9 @@ fn sandbox_blocks_globals_and_unsafe_libraries() {
         eval(&mut ks, "x = 1", &[], &[]),
         Reply::err("ERR user_script:1: Attempt to modify a readonly table script: 0000, on @user_script:1.")
     );
-    for name in ["os", "io", "debug", "print", "dofile", "loadfile", "package", "require"] {
+    for name in [
+        "os", "io", "debug", "print", "dofile", "loadfile", "package", "require",
+    ] {
         let r = eval(&mut ks, &format!("return {name}"), &[], &[]);
         assert_eq!(
             r,
@@ -192,7 +244,10 @@ fn sandbox_blocks_globals_and_unsafe_libraries() {
     }
     // Bytecode is refused: only source text is loaded.
     let r = eval(&mut ks, "\x1bLua\x51\x00", &[], &[]);
-    assert!(matches!(&r, Reply::Error(e) if e.starts_with("ERR Error compiling script")), "{r:?}");
+    assert!(
+        matches!(&r, Reply::Error(e) if e.starts_with("ERR Error compiling script")),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -226,10 +281,22 @@ fn read_only_scripts_reject_writes() {
 fn connection_commands_are_refused_except_ping_and_echo() {
     let mut ks = Keyspace::default();
     assert_eq!(
-        eval(&mut ks, "return {redis.call('ping'), redis.call('echo', 'x')}", &[], &[]),
+        eval(
+            &mut ks,
+            "return {redis.call('ping'), redis.call('echo', 'x')}",
+            &[],
+            &[]
+        ),
         Reply::Array(vec![Reply::Simple("PONG".into()), Reply::bulk("x")])
     );
-    for c in ["'client', 'id'", "'subscribe', 'c'", "'multi'", "'eval', 'return 1', 0", "'blpop', 'l', 0", "'info'"] {
+    for c in [
+        "'client', 'id'",
+        "'subscribe', 'c'",
+        "'multi'",
+        "'eval', 'return 1', 0",
+        "'blpop', 'l', 0",
+        "'info'",
+    ] {
         assert_eq!(
             eval(&mut ks, &format!("return redis.pcall({c})"), &[], &[]),
             Reply::err("ERR This Redis command is not allowed from script"),

@@ -243,7 +243,11 @@ impl Session {
                 });
             }
             Ok(Request::Read(c)) => {
-                if self.slots.iter().any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_))) {
+                if self
+                    .slots
+                    .iter()
+                    .any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_)))
+                {
                     self.finish_slots(stream).await?;
                 }
                 self.slots
@@ -256,7 +260,13 @@ impl Session {
             }
             Ok(Request::Conn(ConnCmd::Sub(sub))) => {
                 self.finish_slots(stream).await?;
-                let events = || self.shared.state.read().ok().map(|st| st.events.subscribe());
+                let events = || {
+                    self.shared
+                        .state
+                        .read()
+                        .ok()
+                        .map(|st| st.events.subscribe())
+                };
                 let replies = self.pubsub.apply(sub, events);
                 self.shared
                     .clients
@@ -344,7 +354,10 @@ impl Session {
     fn conn(&mut self, c: ConnCmd) -> Reply {
         match c {
             ConnCmd::Ping(msg) if self.pubsub.active() && self.proto == Protocol::Resp2 => {
-                Reply::Array(vec![Reply::text("pong"), Reply::Bulk(msg.unwrap_or_default())])
+                Reply::Array(vec![
+                    Reply::text("pong"),
+                    Reply::Bulk(msg.unwrap_or_default()),
+                ])
             }
             ConnCmd::Ping(None) => Reply::Simple("PONG".into()),
             ConnCmd::Ping(Some(m)) | ConnCmd::Echo(m) => Reply::Bulk(m),

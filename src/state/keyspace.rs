@@ -464,7 +464,8 @@ impl Keyspace {
     fn note(&mut self, key: &Bytes) {
         if let Some(j) = &mut self.journal {
             if !j.entries.contains_key(key) {
-                j.entries.insert(key.clone(), self.entries.get(key).cloned());
+                j.entries
+                    .insert(key.clone(), self.entries.get(key).cloned());
             }
         }
     }

@@ -101,7 +101,10 @@ mod tests {
         let mut ks = Keyspace::default();
         ks.cache_script("ab".into(), Bytes::from_static(b"return 1"));
         let (s, b) = ks.scripts.take_changes();
-        assert_eq!(s, vec![("ab".to_string(), Some(Bytes::from_static(b"return 1")))]);
+        assert_eq!(
+            s,
+            vec![("ab".to_string(), Some(Bytes::from_static(b"return 1")))]
+        );
         assert_eq!(b, None);
         ks.flush_scripts();
         ks.set_script_budget(5);

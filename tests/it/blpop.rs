@@ -42,8 +42,17 @@ fn blpop_is_woken_by_a_script() {
     let mut pusher = pal.conn();
     waiter.send(&words("BLPOP sq 10"));
     thread::sleep(Duration::from_millis(200));
-    pusher.cmd(&["EVAL", "return redis.call('lpush', KEYS[1], 'from-lua')", "1", "sq"]);
-    assert_reply(&waiter.read_reply(), &pair(b"sq", b"from-lua"), "woken by script");
+    pusher.cmd(&[
+        "EVAL",
+        "return redis.call('lpush', KEYS[1], 'from-lua')",
+        "1",
+        "sq",
+    ]);
+    assert_reply(
+        &waiter.read_reply(),
+        &pair(b"sq", b"from-lua"),
+        "woken by script",
+    );
 }
 
 #[test]
@@ -87,12 +96,36 @@ fn python_redis_lock_wait_flow() {
     let pal = Server::start();
     let mut holder = pal.conn();
     let mut waiter = pal.conn();
-    assert_reply(&holder.c("SET lock:job id1 NX EX 60"), b"+OK\r\n", "holder acquires");
-    assert_reply(&waiter.c("SET lock:job id2 NX EX 60"), b"$-1\r\n", "waiter is refused");
+    assert_reply(
+        &holder.c("SET lock:job id1 NX EX 60"),
+        b"+OK\r\n",
+        "holder acquires",
+    );
+    assert_reply(
+        &waiter.c("SET lock:job id2 NX EX 60"),
+        b"$-1\r\n",
+        "waiter is refused",
+    );
     waiter.send(&words("BLPOP lock-signal:job 10"));
     thread::sleep(Duration::from_millis(200));
-    let r = holder.cmd(&["EVAL", PRL_UNLOCK, "2", "lock:job", "lock-signal:job", "id1", "100"]);
+    let r = holder.cmd(&[
+        "EVAL",
+        PRL_UNLOCK,
+        "2",
+        "lock:job",
+        "lock-signal:job",
+        "id1",
+        "100",
+    ]);
     assert_reply(&r, b":0\r\n", "unlock script");
-    assert_reply(&waiter.read_reply(), &pair(b"lock-signal:job", b"1"), "signal");
-    assert_reply(&waiter.c("SET lock:job id2 NX EX 60"), b"+OK\r\n", "waiter acquires");
+    assert_reply(
+        &waiter.read_reply(),
+        &pair(b"lock-signal:job", b"1"),
+        "signal",
+    );
+    assert_reply(
+        &waiter.c("SET lock:job id2 NX EX 60"),
+        b"+OK\r\n",
+        "waiter acquires",
+    );
 }

@@ -11,30 +11,26 @@ use crate::differential::{diff, same, Step};
 
 /// A step running `EVAL script numkeys keys... args...`.
 fn eval(script: &str, keys: &[&str], args: &[&str]) -> Step {
-    Step::Same(eval_args("EVAL", script, keys, args))
+    Step::Same(eval_argv("EVAL", script, keys, args))
 }
 
 /// A step running `EVALSHA sha1(script) ...` (the SHA is computed by SCRIPT LOAD on both
 /// servers in an earlier step, or not, for the NOSCRIPT path).
 fn evalsha(script: &str, keys: &[&str], args: &[&str]) -> Step {
-    Step::Same(eval_args("EVALSHA", &sha1_hex(script), keys, args))
+    Step::Same(eval_argv("EVALSHA", &sha1_hex(script), keys, args))
 }
 
 /// A step whose replies must both be integers in `range` (millisecond TTLs).
 fn eval_int(script: &str, keys: &[&str], args: &[&str], range: RangeInclusive<i64>) -> Step {
-    Step::IntIn(eval_args("EVAL", script, keys, args), range)
+    Step::IntIn(eval_argv("EVAL", script, keys, args), range)
 }
 
 fn load(script: &str) -> Step {
-    Step::Same(vec![b"SCRIPT".to_vec(), b"LOAD".to_vec(), script.as_bytes().to_vec()])
-}
-
-fn eval_args(verb: &str, first: &str, keys: &[&str], args: &[&str]) -> Vec<Vec<u8>> {
-    let mut v = vec![verb.as_bytes().to_vec(), first.as_bytes().to_vec()];
-    v.push(keys.len().to_string().into_bytes());
-    v.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
-    v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
-    v
+    Step::Same(vec![
+        b"SCRIPT".to_vec(),
+        b"LOAD".to_vec(),
+        script.as_bytes().to_vec(),
+    ])
 }
 
 /// SHA1 hex, via SCRIPT LOAD's definition (computed with the same crate Palisade uses).

@@ -58,7 +58,11 @@ fn transcript(port: u16, proto: u8) -> Vec<Vec<u8>> {
     t.push(publ.c("PUBLISH news after"));
     // Nothing else arrives: every message was delivered exactly once.
     let (rest, closed) = sub.read_until_close(Duration::from_millis(300));
-    assert!(!closed && rest.is_empty(), "unexpected extra data: {}", show(&rest));
+    assert!(
+        !closed && rest.is_empty(),
+        "unexpected extra data: {}",
+        show(&rest)
+    );
     t
 }
 

@@ -8,15 +8,7 @@ use crate::common::*;
 use crate::differential::{diff, same, Step};
 
 fn eval(script: &str, keys: &[&str], args: &[&str]) -> Step {
-    Step::Same(eval_args(script, keys, args))
-}
-
-fn eval_args(script: &str, keys: &[&str], args: &[&str]) -> Vec<Vec<u8>> {
-    let mut v = vec![b"EVAL".to_vec(), script.as_bytes().to_vec()];
-    v.push(keys.len().to_string().into_bytes());
-    v.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
-    v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
-    v
+    Step::Same(eval_argv("EVAL", script, keys, args))
 }
 
 fn args_step(args: &[&str]) -> Step {
@@ -33,13 +25,21 @@ fn conversion_steps() -> Vec<Step> {
         eval("return false", &[], &[]),
         eval("return nil", &[], &[]),
         eval("return {1, 2, nil, 4}", &[], &[]),
-        eval("return {1, {2, {3, 'x'}}, true, false, {ok='fine'}}", &[], &[]),
+        eval(
+            "return {1, {2, {3, 'x'}}, true, false, {ok='fine'}}",
+            &[],
+            &[],
+        ),
         eval("return {ok='fine'}", &[], &[]),
         eval("return {err='My Error'}", &[], &[]),
         eval("return redis.error_reply('My Error')", &[], &[]),
         eval("return redis.status_reply('S')", &[], &[]),
         eval("return redis.sha1hex('')", &[], &[]),
-        eval("return #KEYS .. #ARGV .. KEYS[1] .. ARGV[2]", &["k1", "k2"], &["a1", "a2", "a3"]),
+        eval(
+            "return #KEYS .. #ARGV .. KEYS[1] .. ARGV[2]",
+            &["k1", "k2"],
+            &["a1", "a2", "a3"],
+        ),
         // Replies into Lua: nil is false, status is {ok=...}, integers are numbers.
         eval("return redis.call('get', 'nokey') == false", &[], &[]),
         eval("return redis.call('set', 'k', 'v').ok", &[], &[]),
@@ -52,15 +52,27 @@ fn conversion_steps() -> Vec<Step> {
         eval("return redis.call('set', 'f', 1e20)", &[], &[]),
         same("GET f"),
         eval("return redis.call('hgetall', 'nohash')", &[], &[]),
-        eval("redis.call('hset', 'h', 'a', 1, 'b', 2) return redis.call('hgetall', 'h')", &[], &[]),
+        eval(
+            "redis.call('hset', 'h', 'a', 1, 'b', 2) return redis.call('hgetall', 'h')",
+            &[],
+            &[],
+        ),
         eval("return redis.call('lrange', 'nolist', 0, -1)", &[], &[]),
         eval("return redis.call('exists', 'k', 'nokey')", &[], &[]),
         eval("return redis.call('ttl', 'k')", &[], &[]),
         // Dynamic, mixed-case names.
         eval("return redis.call(ARGV[1], KEYS[1])", &["k"], &["GeT"]),
-        eval("return tostring(math.random()) .. ' ' .. math.random(100)", &[], &[]),
+        eval(
+            "return tostring(math.random()) .. ' ' .. math.random(100)",
+            &[],
+            &[],
+        ),
         eval("return tostring(0.1 + 0.2)", &[], &[]),
-        eval("return string.format('%d-%s', 42, 'x') .. table.concat({1, 2}, ',')", &[], &[]),
+        eval(
+            "return string.format('%d-%s', 42, 'x') .. table.concat({1, 2}, ',')",
+            &[],
+            &[],
+        ),
     ]
 }
 
@@ -69,7 +81,11 @@ fn error_steps() -> Vec<Step> {
         same("SET s abc"),
         eval("return redis.call('incr', 's')", &[], &[]),
         eval("return redis.pcall('incr', 's')", &[], &[]),
-        eval("local ok = redis.call('set', 'kept', '1')\nreturn redis.call('incr', 's')", &[], &[]),
+        eval(
+            "local ok = redis.call('set', 'kept', '1')\nreturn redis.call('incr', 's')",
+            &[],
+            &[],
+        ),
         same("GET kept"),
         eval("return redis.call('nosuch', 's')", &[], &[]),
         eval("return redis.call('get')", &[], &[]),
@@ -105,9 +121,18 @@ fn error_steps() -> Vec<Step> {
 fn cache_steps() -> Vec<Step> {
     vec![
         args_step(&["SCRIPT", "LOAD", "return 'loaded'"]),
-        args_step(&["SCRIPT", "EXISTS", "7cf9ce5e3d4fb0d1fb4db31b9d62c2d8dc9ab1bd", "nope"]),
+        args_step(&[
+            "SCRIPT",
+            "EXISTS",
+            "7cf9ce5e3d4fb0d1fb4db31b9d62c2d8dc9ab1bd",
+            "nope",
+        ]),
         args_step(&["EVAL", "return 'cached by eval'", "0"]),
-        args_step(&["SCRIPT", "EXISTS", "1b8f5cba2ebd5bb9a8fa2fa1e10b2c01f5e6a5a5"]),
+        args_step(&[
+            "SCRIPT",
+            "EXISTS",
+            "1b8f5cba2ebd5bb9a8fa2fa1e10b2c01f5e6a5a5",
+        ]),
         args_step(&["SCRIPT", "FLUSH"]),
         args_step(&["SCRIPT", "FLUSH", "ASYNC"]),
         args_step(&["SCRIPT", "FLUSH", "bad"]),
@@ -181,7 +206,11 @@ fn runaway_script_is_aborted_without_trace() {
         let until = Instant::now() + Duration::from_millis(1500);
         while Instant::now() < until {
             let t = Instant::now();
-            assert_reply(&p.c("GET keep"), &bulk_bytes(b"v"), "GET during runaway scripts");
+            assert_reply(
+                &p.c("GET keep"),
+                &bulk_bytes(b"v"),
+                "GET during runaway scripts",
+            );
             worst = worst.max(t.elapsed());
         }
         worst
@@ -210,8 +239,16 @@ fn runaway_script_is_aborted_without_trace() {
     assert_reply(&c.c("SCRIPT BUDGET 1000"), b"+OK\r\n", "set budget");
     assert_reply(&c.c("SCRIPT BUDGET"), b":1000\r\n", "read budget");
     let r = c.cmd(&["EVAL", "for i = 1, 100000 do end return 1", "0"]);
-    assert!(r.starts_with(b"-ERR Script exceeded the instruction budget of 1000"), "{}", show(&r));
-    assert_reply(&c.cmd(&["EVAL", "return 1", "0"]), b":1\r\n", "small script fits");
+    assert!(
+        r.starts_with(b"-ERR Script exceeded the instruction budget of 1000"),
+        "{}",
+        show(&r)
+    );
+    assert_reply(
+        &c.cmd(&["EVAL", "return 1", "0"]),
+        b":1\r\n",
+        "small script fits",
+    );
 }
 
 /// The script cache and the budget are replicated state: they survive a restart (the log
@@ -227,10 +264,14 @@ fn script_cache_survives_restart() {
     pal.restart();
     let mut c = pal.conn();
     assert_reply(
-        &c.cmd(&[&sha[..], b"1", b"k", b"v"].iter().fold(vec![b"EVALSHA".to_vec()], |mut v, a| {
-            v.push(a.to_vec());
-            v
-        })),
+        &c.cmd(
+            &[&sha[..], b"1", b"k", b"v"]
+                .iter()
+                .fold(vec![b"EVALSHA".to_vec()], |mut v, a| {
+                    v.push(a.to_vec());
+                    v
+                }),
+        ),
         &bulk_bytes(b"kv"),
         "EVALSHA after restart",
     );
@@ -240,7 +281,11 @@ fn script_cache_survives_restart() {
         &bulk_bytes(b"by eval"),
         "EVAL-cached script after restart",
     );
-    assert_reply(&c.c("SCRIPT BUDGET"), b":5000000\r\n", "budget after restart");
+    assert_reply(
+        &c.c("SCRIPT BUDGET"),
+        b":5000000\r\n",
+        "budget after restart",
+    );
     assert_reply(&c.c("SCRIPT FLUSH"), b"+OK\r\n", "flush");
     pal.restart();
     let mut c = pal.conn();

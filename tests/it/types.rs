@@ -94,7 +94,11 @@ fn list_steps() -> Vec<Step> {
 }
 
 fn wrongtype_steps() -> Vec<Step> {
-    let mut s = vec![same("SET str v"), same("HSET hash f v"), same("RPUSH list a")];
+    let mut s = vec![
+        same("SET str v"),
+        same("HSET hash f v"),
+        same("RPUSH list a"),
+    ];
     for cmd in [
         "GET hash",
         "GET list",

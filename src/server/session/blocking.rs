@@ -32,7 +32,11 @@ impl Session {
 
     /// Queues a command inside MULTI. Unknown commands and wrong arity are reported now and
     /// doom the transaction; other argument errors are reported by EXEC, as in Redis.
-    pub(super) fn queue(&mut self, resolved: Result<&'static Spec, Reply>, argv: Vec<Bytes>) -> Reply {
+    pub(super) fn queue(
+        &mut self,
+        resolved: Result<&'static Spec, Reply>,
+        argv: Vec<Bytes>,
+    ) -> Reply {
         let spec = match resolved {
             Ok(spec) => spec,
             Err(e) => {
@@ -79,7 +83,10 @@ impl Session {
     }
 
     async fn watch(&mut self, keys: Vec<Bytes>) -> Reply {
-        let rx = self.shared.reader.submit(Command::Versions(Versions { keys: keys.clone() }));
+        let rx = self
+            .shared
+            .reader
+            .submit(Command::Versions(Versions { keys: keys.clone() }));
         match await_read(rx, self.write_deadline()).await {
             Reply::Array(versions) if versions.len() == keys.len() => {
                 for (key, v) in keys.into_iter().zip(versions) {
@@ -148,10 +155,16 @@ impl Session {
     /// applied on this node (from any client, script or node), then try again, until the
     /// timeout. The timeout reply is a null array (`*-1`, or `_` in RESP3).
     pub(super) async fn blocking_pop(&mut self, pop: BPop, stream: &mut TcpStream) -> Reply {
-        let until = (pop.timeout_ms > 0)
-            .then(|| Instant::now() + Duration::from_millis(pop.timeout_ms));
+        let until =
+            (pop.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(pop.timeout_ms));
         // Subscribe before the first attempt, so a push applied after it is never missed.
-        let Some(mut events) = self.shared.state.read().ok().map(|st| st.events.subscribe()) else {
+        let Some(mut events) = self
+            .shared
+            .state
+            .read()
+            .ok()
+            .map(|st| st.events.subscribe())
+        else {
             return Reply::err("ERR internal: state lock poisoned");
         };
         let mut watch_peer = true;

@@ -71,7 +71,11 @@ impl PubSub {
         };
         let mut out = Vec::new();
         if names.is_empty() {
-            out.push(Reply::Push(vec![Reply::text(kind), Reply::Nil, Reply::Int(0)]));
+            out.push(Reply::Push(vec![
+                Reply::text(kind),
+                Reply::Nil,
+                Reply::Int(0),
+            ]));
         }
         for name in names {
             if cmd.subscribe {

@@ -16,6 +16,9 @@ pub enum Queued {
     Failed(Reply),
 }
 
+/// Watched keys with the version each had at WATCH (None: missing).
+pub type Watched = Vec<(Bytes, Option<u64>)>;
+
 /// MULTI/WATCH state.
 #[derive(Default)]
 pub struct Txn {
@@ -24,7 +27,7 @@ pub struct Txn {
     /// A command was rejected while queueing (unknown, wrong arity): EXEC aborts.
     pub dirty: bool,
     /// Watched keys with the version each had at WATCH (None: missing).
-    pub watched: Vec<(Bytes, Option<u64>)>,
+    pub watched: Watched,
 }
 
 /// `-EXECABORT ...`.
@@ -39,7 +42,7 @@ impl Txn {
     }
 
     /// Ends the transaction and forgets the watches (EXEC, DISCARD, RESET).
-    pub fn reset(&mut self) -> (Vec<Queued>, bool, Vec<(Bytes, Option<u64>)>) {
+    pub fn reset(&mut self) -> (Vec<Queued>, bool, Watched) {
         let queue = self.queue.take().unwrap_or_default();
         let dirty = std::mem::take(&mut self.dirty);
         (queue, dirty, std::mem::take(&mut self.watched))
