@@ -22,6 +22,7 @@ pub mod info;
 pub mod keys;
 pub mod lock;
 pub mod lockinfo;
+pub mod raft;
 pub mod renew;
 pub mod set;
 pub mod ttl;
@@ -58,6 +59,8 @@ pub enum Request {
     Read(Command),
     /// A connection-level command, handled by the session.
     Conn(ConnCmd),
+    /// A cluster administration command (RAFT.*).
+    Admin(raft::AdminCmd),
 }
 
 /// A replicated command, as stored in log entries.
@@ -269,6 +272,18 @@ pub static TABLE: &[Spec] = &[
     spec!("fencedset", -4, W, 1, 1, 1, fencedset::parse),
     spec!("fencedget", 3, WF, 1, 1, 1, fencedget::parse),
     spec!("fencecheck", 3, R, 1, 1, 1, fencecheck::parse),
+    spec!(
+        "raft.info",
+        1,
+        &["admin", "loading", "stale"],
+        0,
+        0,
+        0,
+        raft::parse
+    ),
+    spec!("raft.node", -3, &["admin"], 0, 0, 0, raft::parse),
+    spec!("raft.cluster", -2, &["admin"], 0, 0, 0, raft::parse),
+    spec!("raft.fault", -2, &["admin"], 0, 0, 0, raft::parse),
 ];
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static Spec>> =
@@ -349,7 +364,7 @@ mod tests {
         match parse(argv(line)) {
             Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
             Ok(Request::Read(c)) => c.query(ks, now),
-            Ok(Request::Conn(_)) => panic!("connection command"),
+            Ok(Request::Conn(_) | Request::Admin(_)) => panic!("not a data command"),
             Err(e) => e,
         }
     }

@@ -153,12 +153,19 @@ impl Session {
             c.cmd.clone_from(&name);
         });
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
+        // Admin commands keep their raw arguments, to forward them to the leader.
+        let mut raw = None;
         let parsed = match cmd::resolve(&argv) {
             Err(reply) => Err(reply),
             Ok(spec) if !self.authed && !spec.no_auth() => {
                 Err(Reply::err("NOAUTH Authentication required."))
             }
-            Ok(spec) => (spec.parse)(&mut Args::new(argv)),
+            Ok(spec) => {
+                if spec.name.starts_with("raft.") {
+                    raw = Some(argv.clone());
+                }
+                (spec.parse)(&mut Args::new(argv))
+            }
         };
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
@@ -184,6 +191,11 @@ impl Session {
             Ok(Request::Conn(c)) => {
                 self.finish_slots(stream).await?;
                 let reply = self.conn(c);
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Admin(c)) => {
+                self.finish_slots(stream).await?;
+                let reply = super::admin::execute(&self.shared, c, raw.unwrap_or_default()).await;
                 self.slots.push(Slot::Ready(reply));
             }
         }
