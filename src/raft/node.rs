@@ -75,7 +75,8 @@ fn raft_config(settings: &NodeSettings) -> anyhow::Result<Arc<Config>> {
         election_timeout_max: 1000,
         install_snapshot_timeout: 2000,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
-        max_in_snapshot_log_to_keep: 1000,
+        // Entries kept behind a snapshot, for followers that are only slightly behind.
+        max_in_snapshot_log_to_keep: settings.snapshot_every.min(1000),
         ..Default::default()
     };
     Ok(Arc::new(config.validate().context("raft config")?))
