@@ -472,3 +472,40 @@ fn full_cluster_kill9_and_restart_keeps_acked_writes_and_tokens_rise() {
         String::from_utf8_lossy(&stale)
     );
 }
+
+#[test]
+fn a_lease_never_expires_early_across_a_failover() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let mut c = cluster.conn(leader);
+    // The grant happens after `asked`, so the lease must last until at least asked + 3 s.
+    let asked = Instant::now();
+    let token = try_int(&c.c("LOCK lease A PX 3000")).expect("token");
+    cluster.kill9(leader);
+    let survivors: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+    let new = cluster.wait_leader(&survivors);
+    let mut b = cluster.conn(new);
+    // Phase 1: within the lease, no other owner gets the lock on the new leader.
+    while asked.elapsed() < Duration::from_millis(2900) {
+        let r = b.c("LOCK lease B PX 1000");
+        assert!(
+            try_int(&r).is_none(),
+            "lease granted to B {:?} ms after A's request",
+            asked.elapsed().as_millis()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    // Phase 2: the lease does end; late by at most the failover gap (a few seconds here).
+    let deadline = asked + Duration::from_secs(15);
+    let t_b = loop {
+        if let Some(t) = try_int(&b.c("LOCK lease B PX 1000")) {
+            break t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "lease never expired after the failover"
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert!(t_b > token, "B's token {t_b} is not above A's {token}");
+}
