@@ -148,7 +148,7 @@ impl Worker {
 
     async fn read_mix(&mut self, c: &mut Client) -> anyhow::Result<Step> {
         let k = format!("res:{}", self.key(0));
-        let reply = if self.n % 10 == 0 {
+        let reply = if self.n.is_multiple_of(10) {
             c.call(&[b"SET", k.as_bytes(), b"value"]).await?
         } else {
             c.call(&[b"GET", k.as_bytes()]).await?
