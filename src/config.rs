@@ -68,6 +68,12 @@ pub struct Flags {
     /// Log filter, e.g. `info` or `palisade=debug` [default: info].
     #[arg(long)]
     pub log_level: Option<String>,
+    /// Start without forming a cluster and wait to be added with RAFT.NODE ADD.
+    #[arg(long)]
+    pub join: bool,
+    /// Allow RAFT.FAULT (cut links to chosen peers). For tests only; never in production.
+    #[arg(long)]
+    pub enable_fault_injection: bool,
 }
 
 /// The same keys in a TOML file.
@@ -88,6 +94,7 @@ struct FileConfig {
     write_timeout_ms: Option<u64>,
     snapshot_every: Option<u64>,
     log_level: Option<String>,
+    join: Option<bool>,
 }
 
 /// The resolved configuration.
@@ -117,6 +124,10 @@ pub struct Config {
     pub snapshot_every: u64,
     /// Log filter.
     pub log_level: String,
+    /// Wait to be added to an existing cluster instead of forming one.
+    pub join: bool,
+    /// RAFT.FAULT is allowed.
+    pub fault_injection: bool,
 }
 
 impl Default for Config {
@@ -134,6 +145,8 @@ impl Default for Config {
             write_timeout_ms: 5_000,
             snapshot_every: 10_000,
             log_level: "info".into(),
+            join: false,
+            fault_injection: false,
         }
     }
 }
@@ -213,12 +226,17 @@ impl Config {
                 .unwrap_or(d.snapshot_every)
                 .max(1),
             log_level: flags.log_level.or(file.log_level).unwrap_or(d.log_level),
+            join: flags.join || file.join.unwrap_or(false),
+            fault_injection: flags.enable_fault_injection,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");
         }
-        if cfg.peers.len() > 1 {
-            bail!("multi-node clusters (--peers with more than one node) are not supported by this build yet");
+        if !cfg.peers.is_empty() && !cfg.join && !cfg.peers.contains_key(&cfg.node_id) {
+            bail!(
+                "--peers does not list --node-id {}; add it, or start with --join",
+                cfg.node_id
+            );
         }
         Ok(cfg)
     }

@@ -28,6 +28,7 @@ pub mod lock;
 pub mod lockinfo;
 pub mod multi;
 pub mod publish;
+pub mod raft;
 pub mod renew;
 pub mod script;
 pub mod set;
@@ -66,6 +67,8 @@ pub enum Request {
     Read(Command),
     /// A connection-level command, handled by the session.
     Conn(ConnCmd),
+    /// A cluster administration command (RAFT.*).
+    Admin(raft::AdminCmd),
 }
 
 /// A replicated command, as stored in log entries.
@@ -393,6 +396,18 @@ pub static TABLE: &[Spec] = &[
     spec!("eval_ro", -3, SCRIPTING, 0, 0, 0, eval::parse),
     spec!("evalsha_ro", -3, SCRIPTING, 0, 0, 0, eval::parse),
     spec!("script", -2, &["noscript"], 0, 0, 0, script::parse),
+    spec!(
+        "raft.info",
+        1,
+        &["admin", "loading", "stale"],
+        0,
+        0,
+        0,
+        raft::parse
+    ),
+    spec!("raft.node", -3, &["admin"], 0, 0, 0, raft::parse),
+    spec!("raft.cluster", -2, &["admin"], 0, 0, 0, raft::parse),
+    spec!("raft.fault", -2, &["admin"], 0, 0, 0, raft::parse),
 ];
 
 static BY_NAME: LazyLock<HashMap<&'static str, &'static Spec>> =
@@ -470,7 +485,7 @@ pub(crate) fn run_line(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
     match parse(argv) {
         Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
         Ok(Request::Read(c)) => c.query(ks, now),
-        Ok(Request::Conn(_)) => panic!("connection command"),
+        Ok(Request::Conn(_) | Request::Admin(_)) => panic!("not a data command"),
         Err(e) => e,
     }
 }

@@ -2,6 +2,8 @@
 
 pub mod network;
 pub mod node;
+pub mod protocol;
+pub mod service;
 
 use std::io::Cursor;
 

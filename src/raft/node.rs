@@ -1,14 +1,21 @@
-//! Starting the Raft node: configuration, storage, and first-boot initialization.
+//! Starting the Raft node: configuration, storage, identity, and first-boot bootstrap.
+//!
+//! On first boot a node with no `--peers` forms a one-node cluster; nodes started with the
+//! same `--peers` list form that cluster (each calls `initialize` with the same membership,
+//! which openraft accepts). A node started with `--join` waits, uninitialized, until a leader
+//! adds it (RAFT.NODE ADD) and it learns the cluster id from the leader's first contact.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use openraft::{BasicNode, Config, SnapshotPolicy};
+use rocksdb::DB;
 
-use super::network::PeerNetwork;
+use super::network::{Faults, PeerContext, PeerNetwork};
 use super::{NodeId, Raft};
-use crate::store::{self, SmState};
+use crate::store::{self, schema, SmState};
 
 /// Settings the node needs from the server configuration.
 #[derive(Debug, Clone)]
@@ -21,45 +28,117 @@ pub struct NodeSettings {
     pub dir: std::path::PathBuf,
     /// Take a snapshot after this many applied entries.
     pub snapshot_every: u64,
+    /// Initial members (empty: this node alone).
+    pub peers: BTreeMap<NodeId, String>,
+    /// Start uninitialized and wait to be added to an existing cluster.
+    pub join: bool,
 }
 
-/// A started node: the Raft handle and the shared state-machine view.
+/// A started node.
 pub struct Node {
     /// The Raft handle.
     pub raft: Raft,
     /// The state machine's shared state (the read path).
     pub state: Arc<RwLock<SmState>>,
+    /// The store (shared with Raft).
+    pub db: Arc<DB>,
+    /// Identity and fault switches shared with the peer transport.
+    pub ctx: Arc<PeerContext>,
 }
 
-/// Opens storage, starts Raft and, on first boot of a one-node cluster, initializes it.
+/// FNV-1a: a stable hash, so every node derives the same cluster id from the same list.
+fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The cluster id for a first boot.
+fn initial_cluster_id(settings: &NodeSettings) -> u64 {
+    if settings.peers.is_empty() {
+        return rand::random::<u64>() | 1;
+    }
+    let canonical: Vec<String> = settings
+        .peers
+        .iter()
+        .map(|(id, addr)| format!("{id}={addr}"))
+        .collect();
+    fnv1a(canonical.join(",").as_bytes()) | 1
+}
+
+/// The Raft timing and snapshot configuration.
+fn raft_config(settings: &NodeSettings) -> anyhow::Result<Arc<Config>> {
+    let config = Config {
+        cluster_name: "palisade".into(),
+        heartbeat_interval: 100,
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
+        install_snapshot_timeout: 2000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
+        // Entries kept behind a snapshot, for followers that are only slightly behind.
+        max_in_snapshot_log_to_keep: settings.snapshot_every.min(1000),
+        ..Default::default()
+    };
+    Ok(Arc::new(config.validate().context("raft config")?))
+}
+
+/// Opens storage, starts Raft and bootstraps a new cluster on first boot.
 pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
     std::fs::create_dir_all(&settings.dir)
         .with_context(|| format!("creating data directory {}", settings.dir.display()))?;
     let (log, sm) = store::open(&settings.dir, settings.node_id)
         .with_context(|| format!("opening store in {}", settings.dir.display()))?;
+    let db = log.db().clone();
     let state = sm.shared();
-    let config = Config {
-        cluster_name: "palisade".into(),
-        heartbeat_interval: 100,
-        election_timeout_min: 300,
-        election_timeout_max: 600,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
-        max_in_snapshot_log_to_keep: 1000,
-        ..Default::default()
-    };
-    let config = Arc::new(config.validate().context("raft config")?);
-    let raft = Raft::new(settings.node_id, config, PeerNetwork, log, sm)
+    let stored = schema::cluster_id(&db)?;
+    let ctx = Arc::new(PeerContext {
+        node_id: settings.node_id,
+        cluster_id: AtomicU64::new(stored.unwrap_or(0)),
+        faults: Faults::default(),
+    });
+    let network = PeerNetwork { ctx: ctx.clone() };
+    let raft = Raft::new(settings.node_id, raft_config(settings)?, network, log, sm)
         .await
         .context("starting raft")?;
-    if !raft.is_initialized().await.context("raft state")? {
-        let members = BTreeMap::from([(settings.node_id, BasicNode::new(&settings.peer_addr))]);
-        raft.initialize(members)
-            .await
-            .context("initializing one-node cluster")?;
+    if raft.is_initialized().await.context("raft state")? {
+        if stored.is_none() {
+            let id = rand::random::<u64>() | 1;
+            schema::put_cluster_id(&db, id)?;
+            ctx.cluster_id.store(id, Ordering::Relaxed);
+        }
+    } else if settings.join {
         tracing::info!(
             node_id = settings.node_id,
-            "initialized a new one-node cluster"
+            "waiting to be added to a cluster (RAFT.NODE ADD on the leader)"
         );
+    } else {
+        let members: BTreeMap<NodeId, BasicNode> = if settings.peers.is_empty() {
+            BTreeMap::from([(settings.node_id, BasicNode::new(&settings.peer_addr))])
+        } else {
+            settings
+                .peers
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode::new(addr)))
+                .collect()
+        };
+        if !members.contains_key(&settings.node_id) {
+            bail!("--peers does not list node {}; start it with --join to add it to a running cluster", settings.node_id);
+        }
+        let id = stored.unwrap_or_else(|| initial_cluster_id(settings));
+        schema::put_cluster_id(&db, id)?;
+        ctx.cluster_id.store(id, Ordering::Relaxed);
+        match raft.initialize(members.clone()).await {
+            Ok(()) => {
+                tracing::info!(node_id = settings.node_id, members = ?members.keys().collect::<Vec<_>>(), cluster_id = id, "bootstrapped a new cluster")
+            }
+            // Another member may have replicated to us first; that is the same cluster.
+            Err(e) => tracing::info!(error = %e, "cluster already initialized by a peer"),
+        }
     }
-    Ok(Node { raft, state })
+    Ok(Node {
+        raft,
+        state,
+        db,
+        ctx,
+    })
 }

@@ -84,6 +84,7 @@ pub fn execute(access: &mut Access<'_>, argv: Vec<Bytes>, now: u64) -> Reply {
             // Connection state and node-local facts (INFO, CLIENT) differ between replicas.
             _ => not_allowed(),
         },
+        Ok(Request::Admin(_)) => not_allowed(),
     }
 }
 

@@ -1,8 +1,10 @@
 //! The server: accept loop, per-connection sessions, write batching, read batching and
 //! leader housekeeping, all sharing one [`Shared`].
 
+pub mod admin;
 pub mod clients;
 pub mod errors;
+pub mod forward;
 pub mod housekeeping;
 pub mod proposer;
 pub mod reader;
@@ -19,11 +21,16 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::cmd::info::InfoData;
+use crate::cmd::Command;
 use crate::config::Config;
 use crate::raft::node::{self, NodeSettings};
+use crate::raft::service::{BoxFuture, ClientHandler, Service};
 use crate::raft::Raft;
+use crate::resp::Reply;
 use crate::store::SmState;
+use bytes::Bytes;
 use clients::{ClientInfo, Clients};
+use forward::LeaderLink;
 use proposer::{Clock, Proposer};
 use reader::Reader;
 
@@ -62,6 +69,18 @@ pub struct Shared {
     pub started: Instant,
     /// The bound client address.
     pub addr: SocketAddr,
+    /// The way to the leader (forwarding) and the peer identity.
+    pub link: Arc<LeaderLink>,
+}
+
+/// The INFO/RAFT.INFO name of a Raft server state.
+pub fn role_name(state: openraft::ServerState) -> &'static str {
+    match state {
+        openraft::ServerState::Leader => "leader",
+        openraft::ServerState::Candidate => "candidate",
+        openraft::ServerState::Learner => "learner",
+        _ => "follower",
+    }
 }
 
 impl Shared {
@@ -80,12 +99,7 @@ impl Shared {
             }
             Err(_) => (0, 0, 0, 0),
         };
-        let role = match m.state {
-            openraft::ServerState::Leader => "leader",
-            openraft::ServerState::Candidate => "candidate",
-            openraft::ServerState::Learner => "learner",
-            _ => "follower",
-        };
+        let role = role_name(m.state);
         InfoData {
             version: env!("CARGO_PKG_VERSION"),
             run_id: self.run_id.clone(),
@@ -156,18 +170,31 @@ impl Server {
             peer_addr: config.peer_addr(),
             dir: config.dir.clone(),
             snapshot_every: config.snapshot_every,
+            peers: config.peers.clone(),
+            join: config.join,
         };
         // Bind first: a port conflict should fail before Raft touches the data directory.
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .await
             .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+        let peer_listener = TcpListener::bind((config.bind.as_str(), config.peer_port))
+            .await
+            .with_context(|| format!("binding peer port {}:{}", config.bind, config.peer_port))?;
         let node = node::start(&settings).await?;
         let addr = listener.local_addr()?;
         let clock = Clock::new();
+        let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
+        let timeout = Duration::from_millis(config.write_timeout_ms);
         let shared = Arc::new(Shared {
-            proposer: Proposer::start(node.raft.clone(), clock),
-            reader: Reader::start(node.raft.clone(), node.state.clone(), clock),
-            raft: node.raft,
+            proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
+            reader: Reader::start(
+                node.raft.clone(),
+                node.state.clone(),
+                clock,
+                link.clone(),
+                timeout,
+            ),
+            raft: node.raft.clone(),
             state: node.state,
             clock,
             clients: Clients::default(),
@@ -175,13 +202,23 @@ impl Server {
             run_id: random_run_id(),
             started: Instant::now(),
             addr,
+            link,
             config,
         });
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
+        let service = Service {
+            raft: node.raft,
+            ctx: node.ctx,
+            db: node.db,
+            handler: Arc::new(Handler {
+                shared: shared.clone(),
+            }),
+        };
+        tasks.spawn(service.run(peer_listener, stop_rx.clone()));
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));
         tasks.spawn(accept_loop(shared.clone(), listener, stop_rx));
-        tracing::info!(addr = %addr, node_id = shared.config.node_id, dir = %shared.config.dir.display(), "palisade ready to accept connections");
+        tracing::info!(addr = %addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");
         Ok(Server {
             shared,
             stop,
@@ -272,5 +309,52 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
         .is_err()
     {
         sessions.abort_all();
+    }
+}
+
+/// Runs client work that followers forward to this node.
+struct Handler {
+    shared: Arc<Shared>,
+}
+
+impl ClientHandler for Handler {
+    fn forward(&self, write: bool, cmds: Vec<Command>) -> BoxFuture<Vec<Reply>> {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            let deadline =
+                tokio::time::Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
+            let receivers: Vec<_> = cmds
+                .into_iter()
+                .map(|c| {
+                    if write {
+                        shared.proposer.submit(c)
+                    } else {
+                        shared.reader.submit(c)
+                    }
+                })
+                .collect();
+            let mut replies = Vec::with_capacity(receivers.len());
+            for rx in receivers {
+                replies.push(match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(_)) => {
+                        Reply::err("TRYAGAIN the leader stopped while serving a forwarded command")
+                    }
+                    Err(_) if write => errors::write_timeout(),
+                    Err(_) => Reply::err("TIMEOUT read did not complete before the deadline"),
+                });
+            }
+            replies
+        })
+    }
+
+    fn admin(&self, argv: Vec<Bytes>) -> BoxFuture<Reply> {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            match crate::cmd::raft::parse_argv(argv) {
+                Ok(cmd) => admin::execute_local(&shared, cmd).await,
+                Err(reply) => reply,
+            }
+        })
     }
 }

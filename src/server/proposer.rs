@@ -7,9 +7,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::forward::{ForwardError, Leader, LeaderLink};
 
 use crate::cmd::Command;
 use crate::raft::{Batch, Raft};
@@ -76,10 +79,24 @@ pub struct Proposer {
 
 impl Proposer {
     /// Starts the proposer task.
-    pub fn start(raft: Raft, clock: Clock) -> Proposer {
+    pub fn start(
+        raft: Raft,
+        clock: Clock,
+        link: Arc<LeaderLink>,
+        write_timeout: Duration,
+    ) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
-        tokio::spawn(run(rx, raft, clock, stats.clone()));
+        tokio::spawn(run(
+            rx,
+            Ctx {
+                raft,
+                clock,
+                stats: stats.clone(),
+                link,
+                write_timeout,
+            },
+        ));
         Proposer { tx, stats }
     }
 
@@ -101,12 +118,16 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<Pending>, batch: &mut Vec<Pending>) {
     }
 }
 
-async fn run(
-    mut rx: mpsc::UnboundedReceiver<Pending>,
+/// What the proposer task needs.
+struct Ctx {
     raft: Raft,
     clock: Clock,
     stats: Arc<ProposerStats>,
-) {
+    link: Arc<LeaderLink>,
+    write_timeout: Duration,
+}
+
+async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, ctx: Ctx) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -116,51 +137,80 @@ async fn run(
         };
         // Commands that arrived while we waited for a slot join this batch.
         drain(&mut rx, &mut batch);
-        let unix_now = crate::cmd::expiry::unix_now_ms();
-        let (mut cmds, senders): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
-        for cmd in &mut cmds {
-            cmd.resolve_absolute_time(unix_now);
+        let (cmds, senders): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+        if ctx.link.leader() == Leader::Me {
+            propose_local(&ctx, cmds, senders, permit).await;
+            continue;
         }
-        let ts = clock.now_ms();
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        stats
-            .commands
-            .fetch_add(cmds.len() as u64, Ordering::Relaxed);
-        stats.last_proposal_ms.store(ts, Ordering::Relaxed);
-        let n = cmds.len();
-        let receiver = match raft
-            .client_write_ff(Batch {
-                ts,
-                boot: clock.boot,
-                cmds,
-            })
-            .await
-        {
-            Ok(r) => r,
-            Err(fatal) => {
-                tracing::error!(error = %fatal, "raft stopped; failing queued writes");
-                fail_all(senders, Reply::err("ERR raft is shutting down"));
-                continue;
-            }
+        // Forward in order: the next batch waits for this one, so that a connection's
+        // pipelined writes reach the leader in the order they were sent.
+        let deadline = Instant::now() + ctx.write_timeout;
+        match ctx.link.forward(true, cmds.clone(), deadline).await {
+            Ok(replies) => deliver(senders, replies),
+            Err(ForwardError::BecameLeader) => propose_local(&ctx, cmds, senders, permit).await,
+            Err(ForwardError::Failed(reply)) => fail_all(senders, reply),
+        }
+    }
+}
+
+/// Proposes one batch on this node (the leader): resolves absolute times, stamps the
+/// leader's clock, and hands the entry to openraft in queue order.
+async fn propose_local(
+    ctx: &Ctx,
+    mut cmds: Vec<Command>,
+    senders: Vec<oneshot::Sender<Reply>>,
+    permit: OwnedSemaphorePermit,
+) {
+    let unix_now = crate::cmd::expiry::unix_now_ms();
+    for cmd in &mut cmds {
+        cmd.resolve_absolute_time(unix_now);
+    }
+    let ts = ctx.clock.now_ms();
+    ctx.stats.batches.fetch_add(1, Ordering::Relaxed);
+    ctx.stats
+        .commands
+        .fetch_add(cmds.len() as u64, Ordering::Relaxed);
+    ctx.stats.last_proposal_ms.store(ts, Ordering::Relaxed);
+    let n = cmds.len();
+    let receiver = match ctx
+        .raft
+        .client_write_ff(Batch {
+            ts,
+            boot: ctx.clock.boot,
+            cmds,
+        })
+        .await
+    {
+        Ok(r) => r,
+        Err(fatal) => {
+            tracing::error!(error = %fatal, "raft stopped; failing queued writes");
+            fail_all(senders, Reply::err("ERR raft is shutting down"));
+            return;
+        }
+    };
+    let timeout = ctx.write_timeout;
+    tokio::spawn(async move {
+        // Bounded, so that a leader that lost its quorum frees the slot and keeps answering.
+        let outcome = tokio::time::timeout(timeout, receiver).await;
+        drop(permit);
+        let Ok(outcome) = outcome else {
+            return fail_all(senders, super::errors::write_timeout());
         };
-        tokio::spawn(async move {
-            let outcome = receiver.await;
-            drop(permit);
-            match outcome {
-                Ok(Ok(resp)) if resp.data.0.len() == n => {
-                    for (tx, reply) in senders.into_iter().zip(resp.data.0) {
-                        let _ = tx.send(reply);
-                    }
-                }
-                Ok(Ok(_)) => fail_all(senders, Reply::err("ERR internal: reply count mismatch")),
-                Ok(Err(e)) => fail_all(senders, super::errors::client_write_error(&e)),
-                Err(_) => fail_all(
-                    senders,
-                    Reply::err("TRYAGAIN write outcome unknown: raft dropped the request"),
-                ),
-            }
-        });
+        match outcome {
+            Ok(Ok(resp)) if resp.data.0.len() == n => deliver(senders, resp.data.0),
+            Ok(Ok(_)) => fail_all(senders, Reply::err("ERR internal: reply count mismatch")),
+            Ok(Err(e)) => fail_all(senders, super::errors::client_write_error(&e)),
+            Err(_) => fail_all(
+                senders,
+                Reply::err("TRYAGAIN write outcome unknown: raft dropped the request"),
+            ),
+        }
+    });
+}
+
+fn deliver(senders: Vec<oneshot::Sender<Reply>>, replies: Vec<Reply>) {
+    for (tx, reply) in senders.into_iter().zip(replies) {
+        let _ = tx.send(reply);
     }
 }
 

@@ -3,7 +3,12 @@
 
 use std::sync::{Arc, RwLock};
 
+use std::time::Duration;
+
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::forward::{ForwardError, Leader, LeaderLink};
 
 use super::proposer::Clock;
 use crate::cmd::Command;
@@ -24,9 +29,15 @@ pub struct Reader {
 
 impl Reader {
     /// Starts the reader task.
-    pub fn start(raft: Raft, state: Arc<RwLock<SmState>>, clock: Clock) -> Reader {
+    pub fn start(
+        raft: Raft,
+        state: Arc<RwLock<SmState>>,
+        clock: Clock,
+        link: Arc<LeaderLink>,
+        timeout: Duration,
+    ) -> Reader {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, raft, state, clock));
+        tokio::spawn(run(rx, raft, state, clock, link, timeout));
         Reader { tx }
     }
 
@@ -49,33 +60,66 @@ async fn run(
     raft: Raft,
     state: Arc<RwLock<SmState>>,
     clock: Clock,
+    link: Arc<LeaderLink>,
+    timeout: Duration,
 ) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(p) = rx.try_recv() {
             batch.push(p);
         }
-        match raft.ensure_linearizable().await {
-            Ok(_) => {
-                let Ok(st) = state.read() else {
-                    for p in batch {
-                        let _ = p
-                            .reply
-                            .send(Reply::err("ERR internal: state lock poisoned"));
+        if link.leader() != Leader::Me {
+            let cmds: Vec<Command> = batch.iter().map(|p| p.cmd.clone()).collect();
+            match link.forward(false, cmds, Instant::now() + timeout).await {
+                Ok(replies) => {
+                    for (p, r) in batch.into_iter().zip(replies) {
+                        let _ = p.reply.send(r);
                     }
                     continue;
-                };
-                let now = cluster_now(&raft, &st, &clock);
-                for p in batch {
-                    let _ = p.reply.send(p.cmd.query(&st.ks, now));
                 }
-            }
-            Err(e) => {
-                let reply = super::errors::read_error(&e);
-                for p in batch {
-                    let _ = p.reply.send(reply.clone());
+                Err(ForwardError::Failed(reply)) => {
+                    for p in batch {
+                        let _ = p.reply.send(reply.clone());
+                    }
+                    continue;
                 }
+                // Serve it here after all.
+                Err(ForwardError::BecameLeader) => {}
             }
         }
+        serve_local(&raft, &state, &clock, batch, timeout).await;
+    }
+}
+
+/// One ReadIndex round, then every read of the batch against the applied state.
+async fn serve_local(
+    raft: &Raft,
+    state: &RwLock<SmState>,
+    clock: &Clock,
+    batch: Vec<Pending>,
+    timeout: Duration,
+) {
+    let reply_all = |batch: Vec<Pending>, reply: Reply| {
+        for p in batch {
+            let _ = p.reply.send(reply.clone());
+        }
+    };
+    // Bounded: a leader cut off from its quorum must answer with an error, not hang.
+    match tokio::time::timeout(timeout, raft.ensure_linearizable()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return reply_all(batch, super::errors::read_error(&e)),
+        Err(_) => {
+            return reply_all(
+                batch,
+                Reply::err("CLUSTERDOWN no quorum: the leader could not confirm its leadership"),
+            )
+        }
+    }
+    let Ok(st) = state.read() else {
+        return reply_all(batch, Reply::err("ERR internal: state lock poisoned"));
+    };
+    let now = cluster_now(raft, &st, clock);
+    for p in batch {
+        let _ = p.reply.send(p.cmd.query(&st.ks, now));
     }
 }

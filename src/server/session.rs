@@ -215,6 +215,11 @@ impl Session {
             self.slots.push(Slot::Ready(reply.unwrap_or_else(|e| e)));
             return Ok(());
         }
+        // Admin commands keep their raw arguments, to forward them to the leader.
+        let raw = match &resolved {
+            Ok(spec) if spec.name.starts_with("raft.") => Some(argv.clone()),
+            _ => None,
+        };
         let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
@@ -276,6 +281,11 @@ impl Session {
             Ok(Request::Conn(c)) => {
                 self.finish_slots(stream).await?;
                 let reply = self.conn(c);
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Admin(c)) => {
+                self.finish_slots(stream).await?;
+                let reply = super::admin::execute(&self.shared, c, raw.unwrap_or_default()).await;
                 self.slots.push(Slot::Ready(reply));
             }
         }

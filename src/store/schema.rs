@@ -1,7 +1,7 @@
 //! The versioned on-disk schema: every column family and key encoding in one place.
 //!
 //! Format version 1:
-//! - `meta`: `format_version` -> u32 BE; `node_id` -> u64 BE; `vote`, `committed`,
+//! - `meta`: `format_version` -> u32 BE; `node_id`, `cluster_id` -> u64 BE; `vote`, `committed`,
 //!   `last_purged` -> postcard openraft types; `applied` -> postcard [`AppliedMeta`];
 //!   `snapshot` -> postcard [`StoredSnapshot`].
 //! - `log`: u64 BE index -> postcard `Entry<TypeConfig>` (key order is log order).
@@ -49,6 +49,8 @@ pub const K_PURGED: &[u8] = b"last_purged";
 pub const K_APPLIED: &[u8] = b"applied";
 /// The latest snapshot.
 pub const K_SNAPSHOT: &[u8] = b"snapshot";
+/// The cluster id (u64 BE), fixed at bootstrap or learned when joining.
+pub const K_CLUSTER_ID: &[u8] = b"cluster_id";
 
 /// State machine metadata persisted atomically with each applied batch.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -169,4 +171,21 @@ pub fn node_id(db: &DB) -> Result<Option<u64>, StorageError> {
         .get_cf(cf(db, CF_META)?, K_NODE_ID)
         .map_err(read_err)?
         .and_then(|b| decode_u64(&b)))
+}
+
+/// Reads the persisted cluster id, if any.
+pub fn cluster_id(db: &DB) -> Result<Option<u64>, StorageError> {
+    Ok(db
+        .get_cf(cf(db, CF_META)?, K_CLUSTER_ID)
+        .map_err(read_err)?
+        .and_then(|b| decode_u64(&b)))
+}
+
+/// Persists the cluster id (synced: a node must never forget which cluster it belongs to).
+pub fn put_cluster_id(db: &DB, id: u64) -> Result<(), StorageError> {
+    let mut wb = rocksdb::WriteBatch::default();
+    wb.put_cf(cf(db, CF_META)?, K_CLUSTER_ID, id.to_be_bytes());
+    let mut opts = rocksdb::WriteOptions::default();
+    opts.set_sync(true);
+    db.write_opt(wb, &opts).map_err(write_err)
 }

@@ -11,6 +11,7 @@ mod common;
 
 mod bad_input;
 mod blpop;
+mod cluster;
 mod differential;
 mod durability;
 mod handshake;

@@ -47,7 +47,7 @@ impl Session {
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
             Ok(Request::Write(c)) | Ok(Request::Read(c)) => Queued::Cmd(c),
-            Ok(Request::Conn(ConnCmd::Sub(_))) => {
+            Ok(Request::Conn(ConnCmd::Sub(_))) | Ok(Request::Admin(_)) => {
                 self.txn.dirty = true;
                 return Reply::err("ERR Command not allowed inside a transaction");
             }

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tempfile::TempDir;
 
+pub mod cluster;
+
 /// How long one reply may take before a test fails instead of hanging.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a freshly spawned server may take to answer PING.

@@ -1,0 +1,162 @@
+//! The workloads: the lock cycle (own keys or 4 hot keys), a read-heavy mix and a pipelined
+//! cycle, each for Palisade (LOCK/FENCEDSET/UNLOCK) and for Redis (SET NX PX, SET, and an
+//! EVALSHA compare-and-delete release).
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use crate::client::{int, is_error, Client};
+
+/// Which protocol family a target speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Palisade's own lock commands.
+    Palisade,
+    /// Plain Redis: SET NX PX + Lua release.
+    Redis,
+}
+
+/// What each client does in a loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// LOCK -> FENCEDSET -> UNLOCK on the client's own keys.
+    Cycle,
+    /// The same on 4 keys shared by all clients (contended).
+    Hot,
+    /// 9 GETs for every SET.
+    Read,
+    /// `depth` cycles at a time, each step pipelined.
+    Pipeline(usize),
+}
+
+/// Redis's compare-and-delete release (what lock libraries run).
+pub const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// Per-client state.
+pub struct Worker {
+    /// Client number.
+    pub id: usize,
+    /// Target kind.
+    pub kind: Kind,
+    /// The workload.
+    pub workload: Workload,
+    /// SHA of [`RELEASE`] on Redis targets.
+    pub release_sha: Vec<u8>,
+    /// Iteration counter (key rotation).
+    pub n: u64,
+}
+
+/// The outcome of one step: how many operations completed, and how many were refused
+/// (contention) or failed.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Step {
+    /// Completed operations (cycles, or reads/writes for the read mix).
+    pub done: u64,
+    /// Lock attempts refused because another client held the lock.
+    pub busy: u64,
+    /// Error replies.
+    pub errors: u64,
+}
+
+impl Worker {
+    fn key(&self, i: u64) -> String {
+        match self.workload {
+            Workload::Hot => format!("bench:hot:{}", (self.n + i) % 4),
+            _ => format!("bench:{}:{}", self.id, (self.n + i) % 1024),
+        }
+    }
+
+    /// Runs one step of the workload.
+    pub async fn step(&mut self, c: &mut Client) -> anyhow::Result<Step> {
+        self.n += 1;
+        match self.workload {
+            Workload::Cycle | Workload::Hot => self.cycles(c, 1).await,
+            Workload::Pipeline(depth) => self.cycles(c, depth).await,
+            Workload::Read => self.read_mix(c).await,
+        }
+    }
+
+    async fn cycles(&mut self, c: &mut Client, depth: usize) -> anyhow::Result<Step> {
+        let owner = format!("owner-{}-{}", self.id, self.n);
+        let keys: Vec<String> = (0..depth as u64).map(|i| self.key(i * 7919)).collect();
+        let mut step = Step::default();
+        // 1. acquire
+        for k in &keys {
+            match self.kind {
+                Kind::Palisade => {
+                    c.queue(&[b"LOCK", k.as_bytes(), owner.as_bytes(), b"PX", b"10000"])
+                }
+                Kind::Redis => c.queue(&[
+                    b"SET",
+                    k.as_bytes(),
+                    owner.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    b"10000",
+                ]),
+            }
+        }
+        let grants = c.flush(keys.len()).await?;
+        let mut held = Vec::new();
+        for (k, g) in keys.iter().zip(&grants) {
+            let token = match (self.kind, g) {
+                (Kind::Palisade, f) => int(f),
+                (Kind::Redis, OwnedFrame::SimpleString(_)) => Some(0),
+                _ => None,
+            };
+            match token {
+                Some(t) => held.push((k.clone(), t)),
+                None if is_error(g) => step.errors += 1,
+                None => step.busy += 1,
+            }
+        }
+        if held.is_empty() {
+            return Ok(step);
+        }
+        // 2. write the resource
+        for (k, t) in &held {
+            let res = format!("res:{k}");
+            match self.kind {
+                Kind::Palisade => c.queue(&[
+                    b"FENCEDSET",
+                    res.as_bytes(),
+                    b"value",
+                    t.to_string().as_bytes(),
+                ]),
+                Kind::Redis => c.queue(&[b"SET", res.as_bytes(), b"value"]),
+            }
+        }
+        let writes = c.flush(held.len()).await?;
+        step.errors += writes.iter().filter(|w| is_error(w)).count() as u64;
+        // 3. release
+        for (k, _) in &held {
+            match self.kind {
+                Kind::Palisade => c.queue(&[b"UNLOCK", k.as_bytes(), owner.as_bytes()]),
+                Kind::Redis => c.queue(&[
+                    b"EVALSHA",
+                    &self.release_sha,
+                    b"1",
+                    k.as_bytes(),
+                    owner.as_bytes(),
+                ]),
+            }
+        }
+        let releases = c.flush(held.len()).await?;
+        step.errors += releases.iter().filter(|r| is_error(r)).count() as u64;
+        step.done += held.len() as u64;
+        Ok(step)
+    }
+
+    async fn read_mix(&mut self, c: &mut Client) -> anyhow::Result<Step> {
+        let k = format!("res:{}", self.key(0));
+        let reply = if self.n.is_multiple_of(10) {
+            c.call(&[b"SET", k.as_bytes(), b"value"]).await?
+        } else {
+            c.call(&[b"GET", k.as_bytes()]).await?
+        };
+        Ok(Step {
+            done: 1,
+            busy: 0,
+            errors: is_error(&reply) as u64,
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! Cluster administration under the `RAFT.` prefix (never a Redis command name):
+//! `RAFT.INFO`, `RAFT.NODE ADD id host:peerport`, `RAFT.NODE REMOVE id`,
+//! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`.
+
+use bytes::Bytes;
+
+use super::Request;
+use crate::resp::args::syntax_error;
+use crate::resp::{Args, Reply};
+
+/// A parsed admin command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminCmd {
+    /// Cluster status of this node.
+    Info,
+    /// Add a node: as a learner, promoted to voter once it has caught up.
+    NodeAdd {
+        /// The new node's id.
+        id: u64,
+        /// Its peer address.
+        addr: String,
+    },
+    /// Remove a voter.
+    NodeRemove {
+        /// The node's id.
+        id: u64,
+    },
+    /// Initialize this (uninitialized) node as a one-node cluster.
+    ClusterInit,
+    /// Cut this node's links to the listed peers (empty heals).
+    Fault(Vec<u64>),
+}
+
+impl AdminCmd {
+    /// True if the command must run on the leader.
+    pub fn needs_leader(&self) -> bool {
+        matches!(self, AdminCmd::NodeAdd { .. } | AdminCmd::NodeRemove { .. })
+    }
+}
+
+fn node_id(args: &mut Args) -> Result<u64, Reply> {
+    match args.next_i64()? {
+        n if n > 0 => Ok(n as u64),
+        _ => Err(Reply::err("ERR node id must be a positive integer")),
+    }
+}
+
+/// Parses any `RAFT.*` command.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let cmd = match args.name() {
+        "raft.info" => AdminCmd::Info,
+        "raft.node" => match args.next_keyword()?.as_str() {
+            "ADD" => {
+                let id = node_id(args)?;
+                let addr = String::from_utf8_lossy(&args.arg()?).into_owned();
+                if !addr.contains(':') {
+                    return Err(Reply::err("ERR the address must be host:peerport"));
+                }
+                AdminCmd::NodeAdd { id, addr }
+            }
+            "REMOVE" => AdminCmd::NodeRemove { id: node_id(args)? },
+            _ => return Err(syntax_error()),
+        },
+        "raft.cluster" => match args.next_keyword()?.as_str() {
+            "INIT" => AdminCmd::ClusterInit,
+            _ => return Err(syntax_error()),
+        },
+        _ => match args.next_keyword()?.as_str() {
+            "DROP" => {
+                let mut ids = Vec::new();
+                while args.remaining() > 0 {
+                    ids.push(node_id(args)?);
+                }
+                if ids.is_empty() {
+                    return Err(syntax_error());
+                }
+                AdminCmd::Fault(ids)
+            }
+            "HEAL" => AdminCmd::Fault(Vec::new()),
+            _ => return Err(syntax_error()),
+        },
+    };
+    args.finish()?;
+    Ok(Request::Admin(cmd))
+}
+
+/// Re-parses forwarded raw arguments (the leader side of a forwarded admin command).
+pub fn parse_argv(argv: Vec<Bytes>) -> Result<AdminCmd, Reply> {
+    match super::parse(argv)? {
+        Request::Admin(cmd) => Ok(cmd),
+        _ => Err(Reply::err("ERR not an admin command")),
+    }
+}
