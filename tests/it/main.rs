@@ -12,6 +12,7 @@ mod common;
 mod bad_input;
 mod blpop;
 mod cluster;
+mod cluster_scripting;
 mod differential;
 mod durability;
 mod handshake;
