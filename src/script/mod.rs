@@ -11,6 +11,7 @@
 //! completes or leaves no trace. An ordinary error keeps the writes made before it, as in
 //! Redis.
 
+pub mod bitlib;
 pub mod bridge;
 pub mod convert;
 pub mod sandbox;

@@ -242,6 +242,36 @@ fn sandbox_blocks_globals_and_unsafe_libraries() {
             ))
         );
     }
+    // Addresses never reach a script: they differ between replicas.
+    assert_eq!(
+        eval(
+            &mut ks,
+            "return {tostring({}), tostring(true), tostring(1.5)}",
+            &[],
+            &[]
+        ),
+        Reply::Array(vec![
+            Reply::bulk("table: 0x00000000"),
+            Reply::bulk("true"),
+            Reply::bulk("1.5")
+        ])
+    );
+    assert_eq!(
+        eval(
+            &mut ks,
+            "local f, e = loadstring(string.dump(function() end)) return {f == nil, e}",
+            &[],
+            &[]
+        ),
+        Reply::Array(vec![
+            Reply::Int(1),
+            Reply::bulk("loading bytecode is not allowed")
+        ])
+    );
+    assert_eq!(
+        eval(&mut ks, "return loadstring('return 1 + 1')()", &[], &[]),
+        Reply::Int(2)
+    );
     // Bytecode is refused: only source text is loaded.
     let r = eval(&mut ks, "\x1bLua\x51\x00", &[], &[]);
     assert!(

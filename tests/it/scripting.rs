@@ -69,6 +69,12 @@ fn conversion_steps() -> Vec<Step> {
         ),
         eval("return tostring(0.1 + 0.2)", &[], &[]),
         eval(
+            "return {bit.band(0xff, 0x0f), bit.tohex(255), bit.tohex(-1, -4), bit.bxor(5, 1), \
+             bit.ror(0x12345678, 8), bit.tobit(2^32 + 5), bit.arshift(-256, 4)}",
+            &[],
+            &[],
+        ),
+        eval(
             "return string.format('%d-%s', 42, 'x') .. table.concat({1, 2}, ',')",
             &[],
             &[],
