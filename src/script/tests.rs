@@ -334,3 +334,39 @@ fn connection_commands_are_refused_except_ping_and_echo() {
         );
     }
 }
+
+#[test]
+#[ignore]
+fn bench_fresh_state() {
+    let mut ks = Keyspace::default();
+    let time = |what: &str, f: &mut dyn FnMut()| {
+        let t = std::time::Instant::now();
+        for _ in 0..500 {
+            f();
+        }
+        eprintln!("{what}: {:?}", t.elapsed() / 500);
+    };
+    time("script", &mut || {
+        eval(&mut ks, "return redis.call('get', KEYS[1])", &["k"], &[]);
+    });
+    time("bare", &mut || {
+        let _ = mlua::Lua::new_with(
+            mlua::StdLib::TABLE | mlua::StdLib::STRING | mlua::StdLib::MATH,
+            mlua::LuaOptions::default(),
+        )
+        .unwrap();
+    });
+    time("new_state", &mut || {
+        let _ = sandbox::new_state(&[], &[]).unwrap();
+    });
+    let lua = sandbox::new_state(&[], &[]).unwrap();
+    time("create_function", &mut || {
+        let _ = lua.create_function(|_, ()| Ok(())).unwrap();
+    });
+    time("compile prelude-sized", &mut || {
+        let _ = lua
+            .load("local a = 1 local function f(x) return x end for i = 1, 3 do a = a + f(i) end")
+            .into_function()
+            .unwrap();
+    });
+}
