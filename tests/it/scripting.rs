@@ -233,6 +233,12 @@ fn runaway_script_is_aborted_without_trace() {
             "runaway script reply: {text}"
         );
     }
+    let r = c.cmd(&["EVAL", "while true do end", "0"]);
+    assert!(
+        r.starts_with(b"-ERR Script exceeded the instruction budget"),
+        "{}",
+        show(&r)
+    );
     let worst = pinger.join().expect("pinger");
     assert!(
         worst < Duration::from_millis(1000),
