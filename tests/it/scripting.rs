@@ -121,6 +121,25 @@ fn error_steps() -> Vec<Step> {
         args_step(&["EVAL_RO", "return redis.call('set', 'k', 'v')", "0"]),
         args_step(&["EVAL_RO", "return redis.pcall('set', 'k', 'v')", "0"]),
         args_step(&["EVAL_RO", "return redis.call('get', 'k')", "0"]),
+        // Redis 7 shebangs.
+        args_step(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('set','k','v')",
+            "0",
+        ]),
+        args_step(&["EVAL", "#!lua\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua flags=no-writes,allow-stale\nreturn 2", "0"]),
+        args_step(&["EVAL", "#!foo\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua flags=bad\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua name=x\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua\nerror('x')", "0"]),
+        args_step(&["EVAL_RO", "#!lua\nreturn redis.call('set','k','v')", "0"]),
+        args_step(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('get','k')",
+            "0",
+        ]),
+        args_step(&["EVAL", "return math.random(0)", "0"]),
     ]
 }
 
