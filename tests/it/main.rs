@@ -10,6 +10,7 @@
 mod common;
 
 mod bad_input;
+mod chaos;
 mod cluster;
 mod differential;
 mod durability;
