@@ -414,56 +414,50 @@ pub fn check_durability(
 pub(super) mod tests {
     use super::*;
 
-    /// A completed operation, for crafted histories (times in ms).
-    pub fn op(
-        client: u32,
-        f: &str,
-        key: &str,
-        arg: Option<&str>,
-        token: Option<i64>,
-        inv: u64,
-        ret: u64,
-        outcome: Outcome,
-        result: Option<&str>,
-    ) -> Op {
+    /// An acknowledged operation for crafted histories, from `inv` to `ret` (ms).
+    pub fn op(client: u32, f: &str, key: &str, (inv, ret): (u64, u64), result: Option<&str>) -> Op {
         Op {
             client,
             f: f.into(),
             key: key.into(),
-            arg: arg.map(str::to_string),
-            token,
+            arg: None,
+            token: None,
             inv: inv * 1000,
             ret: ret * 1000,
-            outcome,
+            outcome: Outcome::Ok,
             result: result.map(str::to_string),
+        }
+    }
+
+    impl Op {
+        /// With this argument (value written, owner).
+        pub fn with_arg(mut self, a: &str) -> Op {
+            self.arg = Some(a.into());
+            self
+        }
+
+        /// With this fencing token.
+        pub fn with_token(mut self, t: i64) -> Op {
+            self.token = Some(t);
+            self
+        }
+
+        /// With an unknown outcome (and no result).
+        pub fn unknown(mut self) -> Op {
+            (self.outcome, self.result) = (Outcome::Unknown, None);
+            self
         }
     }
 
     /// One fenced increment: FENCEDGET then FENCEDSET, by `client` with `token`.
     fn incr(c: u32, token: i64, read: i64, t: u64, ops: &mut Vec<Op>) {
         let (r, w) = (read.to_string(), (read + 1).to_string());
-        ops.push(op(
-            c,
-            "fencedget",
-            "ctr",
-            None,
-            Some(token),
-            t,
-            t + 1,
-            Outcome::Ok,
-            Some(&r),
-        ));
-        ops.push(op(
-            c,
-            "fencedset",
-            "ctr",
-            Some(&w),
-            Some(token),
-            t + 2,
-            t + 3,
-            Outcome::Ok,
-            Some("OK"),
-        ));
+        ops.push(op(c, "fencedget", "ctr", (t, t + 1), Some(&r)).with_token(token));
+        ops.push(
+            op(c, "fencedset", "ctr", (t + 2, t + 3), Some("OK"))
+                .with_arg(&w)
+                .with_token(token),
+        );
     }
 
     #[test]
@@ -479,20 +473,10 @@ pub(super) mod tests {
 
     #[test]
     fn counter_catches_a_lost_update() {
-        // A (token 1) reads 0, pauses; B (token 2) reads 0 and writes 1; A writes 1.
-        let mut ops = vec![op(0, "get", "ctr", None, None, 0, 1, Outcome::Ok, None)];
+        // A reads 0 and pauses; B (token 2) reads 0 and writes 1; A writes 1.
+        let mut ops = vec![op(0, "get", "ctr", (0, 1), None)];
         incr(1, 2, 0, 10, &mut ops);
-        ops.push(op(
-            0,
-            "set",
-            "ctr",
-            Some("1"),
-            None,
-            20,
-            21,
-            Outcome::Ok,
-            Some("OK"),
-        ));
+        ops.push(op(0, "set", "ctr", (20, 21), Some("OK")).with_arg("1"));
         let (sum, f) = check_counter(&ops, "ctr", Some(1));
         assert_eq!(sum.lost, 1);
         assert!(f.iter().any(|f| f.message.contains("lost update")), "{f:?}");
@@ -508,17 +492,12 @@ pub(super) mod tests {
     fn counter_allows_unknown_writes_either_way() {
         let mut ops = Vec::new();
         incr(0, 5, 0, 0, &mut ops);
-        ops.push(op(
-            1,
-            "fencedset",
-            "ctr",
-            Some("2"),
-            Some(6),
-            10,
-            20,
-            Outcome::Unknown,
-            None,
-        ));
+        ops.push(
+            op(1, "fencedset", "ctr", (10, 20), None)
+                .with_arg("2")
+                .with_token(6)
+                .unknown(),
+        );
         for fin in [1, 2] {
             assert!(check_counter(&ops, "ctr", Some(fin)).1.is_empty());
         }
@@ -531,84 +510,41 @@ pub(super) mod tests {
         let mut ops = Vec::new();
         incr(0, 7, 0, 0, &mut ops);
         // Token 6 accepted after token 7 completed.
-        ops.push(op(
-            1,
-            "fencedset",
-            "ctr",
-            Some("9"),
-            Some(6),
-            10,
-            11,
-            Outcome::Ok,
-            Some("OK"),
-        ));
+        ops.push(
+            op(1, "fencedset", "ctr", (10, 11), Some("OK"))
+                .with_arg("9")
+                .with_token(6),
+        );
         let (_, f) = check_counter(&ops, "ctr", None);
         assert!(f.iter().any(|f| f.checker == "fence"), "{f:?}");
         // Concurrent (overlapping) accesses may be accepted in either order.
-        let mut ops = Vec::new();
-        ops.push(op(
-            0,
-            "fencedset",
-            "ctr",
-            Some("1"),
-            Some(7),
-            0,
-            10,
-            Outcome::Ok,
-            Some("OK"),
-        ));
-        ops.push(op(
-            1,
-            "fencedset",
-            "ctr",
-            Some("2"),
-            Some(6),
-            5,
-            11,
-            Outcome::Ok,
-            Some("OK"),
-        ));
-        assert!(check_counter(&ops, "ctr", None)
-            .1
-            .iter()
-            .all(|f| f.checker != "fence"));
+        let ops = vec![
+            op(0, "fencedset", "ctr", (0, 10), Some("OK"))
+                .with_arg("1")
+                .with_token(7),
+            op(1, "fencedset", "ctr", (5, 11), Some("OK"))
+                .with_arg("2")
+                .with_token(6),
+        ];
+        let (_, f) = check_counter(&ops, "ctr", None);
+        assert!(f.iter().all(|f| f.checker != "fence"), "{f:?}");
     }
 
-    fn lock(c: u32, key: &str, owner: &str, inv: u64, ret: u64, token: Option<i64>) -> Op {
-        let t = token.map(|t| t.to_string());
-        op(
-            c,
-            "lock",
-            key,
-            Some(owner),
-            None,
-            inv,
-            ret,
-            Outcome::Ok,
-            t.as_deref(),
-        )
+    fn lock(c: u32, key: &str, owner: &str, t: (u64, u64), token: Option<i64>) -> Op {
+        let token = token.map(|t| t.to_string());
+        op(c, "lock", key, t, token.as_deref()).with_arg(owner)
     }
 
     #[test]
     fn lock_checker_accepts_a_clean_history() {
         let ops = vec![
-            lock(0, "k", "a", 0, 2, Some(10)),
-            lock(0, "k", "a", 50, 52, Some(10)),
-            op(
-                0,
-                "unlock",
-                "k",
-                Some("a"),
-                None,
-                60,
-                61,
-                Outcome::Ok,
-                Some("1"),
-            ),
-            lock(1, "k", "b", 62, 63, Some(12)),
-            lock(2, "k", "c", 70, 71, None),
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(0, "k", "a", (50, 52), Some(10)),
+            op(0, "unlock", "k", (60, 61), Some("1")).with_arg("a"),
+            lock(1, "k", "b", (62, 63), Some(12)),
+            lock(2, "k", "c", (70, 71), None),
             // b's lease (1000 ms) ran out; c takes over.
-            lock(2, "k", "c", 1100, 1101, Some(15)),
+            lock(2, "k", "c", (1100, 1101), Some(15)),
         ];
         let (sum, f) = check_locks(&ops, 1000, 0.01);
         assert!(f.is_empty(), "{f:?}");
@@ -618,8 +554,8 @@ pub(super) mod tests {
     #[test]
     fn lock_checker_catches_an_early_second_grant() {
         let ops = vec![
-            lock(0, "k", "a", 0, 2, Some(10)),
-            lock(1, "k", "b", 500, 502, Some(11)),
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(1, "k", "b", (500, 502), Some(11)),
         ];
         let (_, f) = check_locks(&ops, 1000, 0.01);
         assert!(
@@ -631,28 +567,30 @@ pub(super) mod tests {
     #[test]
     fn lock_checker_catches_token_reuse_and_disorder() {
         let reuse = vec![
-            lock(0, "k", "a", 0, 2, Some(10)),
-            lock(1, "j", "b", 5, 6, Some(10)),
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(1, "j", "b", (5, 6), Some(10)),
         ];
-        assert!(check_locks(&reuse, 1000, 0.01)
-            .1
-            .iter()
-            .any(|f| f.message.contains("granted twice")));
+        let (_, f) = check_locks(&reuse, 1000, 0.01);
+        assert!(
+            f.iter().any(|f| f.message.contains("granted twice")),
+            "{f:?}"
+        );
         let disorder = vec![
-            lock(0, "k", "a", 0, 2, Some(10)),
-            lock(1, "j", "b", 5, 6, Some(9)),
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(1, "j", "b", (5, 6), Some(9)),
         ];
-        assert!(check_locks(&disorder, 1000, 0.01)
-            .1
-            .iter()
-            .any(|f| f.message.contains("real-time order")));
+        let (_, f) = check_locks(&disorder, 1000, 0.01);
+        assert!(
+            f.iter().any(|f| f.message.contains("real-time order")),
+            "{f:?}"
+        );
     }
 
     #[test]
     fn lock_checker_catches_a_relock_with_a_new_token() {
         let ops = vec![
-            lock(0, "k", "a", 0, 2, Some(10)),
-            lock(0, "k", "a", 100, 102, Some(11)),
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(0, "k", "a", (100, 102), Some(11)),
         ];
         let (_, f) = check_locks(&ops, 1000, 0.01);
         assert!(f.iter().any(|f| f.message.contains("re-LOCK")), "{f:?}");
@@ -661,44 +599,15 @@ pub(super) mod tests {
     #[test]
     fn durability_checker_catches_a_lost_write() {
         let ops = vec![
-            op(
-                0,
-                "set",
-                "d:1",
-                Some("1"),
-                None,
-                0,
-                1,
-                Outcome::Ok,
-                Some("OK"),
-            ),
-            op(
-                0,
-                "set",
-                "d:2",
-                Some("2"),
-                None,
-                2,
-                3,
-                Outcome::Ok,
-                Some("OK"),
-            ),
-            op(
-                0,
-                "set",
-                "d:3",
-                Some("3"),
-                None,
-                4,
-                5,
-                Outcome::Unknown,
-                None,
-            ),
+            op(0, "set", "d:1", (0, 1), Some("OK")).with_arg("1"),
+            op(0, "set", "d:2", (2, 3), Some("OK")).with_arg("2"),
+            op(0, "set", "d:3", (4, 5), None).with_arg("3").unknown(),
         ];
-        let mut read = HashMap::new();
-        read.insert("d:1".to_string(), Some("1".to_string()));
-        read.insert("d:2".to_string(), None);
-        read.insert("d:3".to_string(), None);
+        let read: HashMap<String, Option<String>> =
+            [("d:1", Some("1")), ("d:2", None), ("d:3", None)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+                .collect();
         let (acked, f) = check_durability(&ops, &read);
         assert_eq!(acked, 2);
         assert_eq!(f.len(), 1, "{f:?}");

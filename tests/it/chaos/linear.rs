@@ -222,18 +222,15 @@ fn window(kept: &[(&Op, RegOp)], stuck: usize) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chaos::check::tests::op;
 
-    /// A register operation on key "r" (times in ms).
-    fn op(
-        c: u32,
-        f: &str,
-        arg: Option<&str>,
-        inv: u64,
-        ret: u64,
-        outcome: Outcome,
-        result: Option<&str>,
-    ) -> Op {
-        crate::chaos::check::tests::op(c, f, "r", arg, None, inv, ret, outcome, result)
+    /// An acknowledged register operation on key "r" (times in ms).
+    fn reg(c: u32, f: &str, t: (u64, u64), result: Option<&str>) -> Op {
+        op(c, f, "r", t, result)
+    }
+
+    fn set(c: u32, v: &str, t: (u64, u64)) -> Op {
+        reg(c, "set", t, Some("OK")).with_arg(v)
     }
 
     fn verdict(ops: &[Op]) -> &'static str {
@@ -248,13 +245,13 @@ mod tests {
     #[test]
     fn accepts_concurrent_reads_of_old_or_new_value() {
         let ops = vec![
-            op(0, "set", Some("1"), 0, 10, Outcome::Ok, Some("OK")),
-            op(0, "set", Some("2"), 20, 40, Outcome::Ok, Some("OK")),
-            op(1, "get", None, 25, 30, Outcome::Ok, Some("1")),
-            op(2, "get", None, 26, 35, Outcome::Ok, Some("2")),
-            op(1, "incr", None, 50, 60, Outcome::Ok, Some("3")),
-            op(2, "del", None, 70, 80, Outcome::Ok, Some("1")),
-            op(1, "get", None, 90, 95, Outcome::Ok, None),
+            set(0, "1", (0, 10)),
+            set(0, "2", (20, 40)),
+            reg(1, "get", (25, 30), Some("1")),
+            reg(2, "get", (26, 35), Some("2")),
+            reg(1, "incr", (50, 60), Some("3")),
+            reg(2, "del", (70, 80), Some("1")),
+            reg(1, "get", (90, 95), None),
         ];
         assert_eq!(verdict(&ops), "ok");
     }
@@ -262,9 +259,9 @@ mod tests {
     #[test]
     fn catches_a_stale_read() {
         let ops = vec![
-            op(0, "set", Some("1"), 0, 10, Outcome::Ok, Some("OK")),
-            op(0, "set", Some("2"), 20, 30, Outcome::Ok, Some("OK")),
-            op(1, "get", None, 40, 50, Outcome::Ok, Some("1")),
+            set(0, "1", (0, 10)),
+            set(0, "2", (20, 30)),
+            reg(1, "get", (40, 50), Some("1")),
         ];
         assert_eq!(verdict(&ops), "violation");
         let refs: Vec<&Op> = ops.iter().collect();
@@ -277,31 +274,26 @@ mod tests {
     #[test]
     fn catches_a_lost_increment() {
         let ops = vec![
-            op(0, "incr", None, 0, 10, Outcome::Ok, Some("1")),
-            op(1, "incr", None, 20, 30, Outcome::Ok, Some("1")),
+            reg(0, "incr", (0, 10), Some("1")),
+            reg(1, "incr", (20, 30), Some("1")),
         ];
         assert_eq!(verdict(&ops), "violation");
     }
 
     #[test]
     fn unknown_writes_may_or_may_not_have_happened() {
-        let happened = vec![
-            op(0, "incr", None, 0, 10, Outcome::Unknown, None),
-            op(1, "get", None, 20, 30, Outcome::Ok, Some("1")),
-        ];
+        let unknown_incr = || reg(0, "incr", (0, 10), None).unknown();
+        let happened = vec![unknown_incr(), reg(1, "get", (20, 30), Some("1"))];
         assert_eq!(verdict(&happened), "ok");
         let not_happened = vec![
-            op(0, "incr", None, 0, 10, Outcome::Unknown, None),
-            op(1, "get", None, 20, 30, Outcome::Ok, None),
-            op(1, "set", Some("7"), 40, 50, Outcome::Ok, Some("OK")),
-            op(1, "get", None, 60, 70, Outcome::Ok, Some("7")),
+            unknown_incr(),
+            reg(1, "get", (20, 30), None),
+            set(1, "7", (40, 50)),
+            reg(1, "get", (60, 70), Some("7")),
         ];
         assert_eq!(verdict(&not_happened), "ok");
         // ...but it cannot have happened twice.
-        let twice = vec![
-            op(0, "incr", None, 0, 10, Outcome::Unknown, None),
-            op(1, "get", None, 20, 30, Outcome::Ok, Some("2")),
-        ];
+        let twice = vec![unknown_incr(), reg(1, "get", (20, 30), Some("2"))];
         assert_eq!(verdict(&twice), "violation");
     }
 }

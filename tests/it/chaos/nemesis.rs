@@ -140,7 +140,7 @@ impl Target<'_> {
 
     /// The leader half of the time (when there is one), otherwise a random member.
     fn pick_node(&self, pick: u64) -> u64 {
-        if pick % 2 == 0 {
+        if pick.is_multiple_of(2) {
             if let Some(l) = self.leader() {
                 return l;
             }
