@@ -120,7 +120,12 @@ pub struct Target<'a> {
 
 /// Sends one command to node `id` with a short timeout; the reply text, or None.
 pub fn admin(cluster: &Cluster, id: u64, args: &[&str], timeout: Duration) -> Option<String> {
-    let mut c = Conn::try_connect(cluster.port(id)).ok()?;
+    call_port(cluster.port(id), args, timeout)
+}
+
+/// Sends one command to the node on `port`; the reply text, or None.
+pub fn call_port(port: u16, args: &[&str], timeout: Duration) -> Option<String> {
+    let mut c = Conn::try_connect(port).ok()?;
     c.stream_clone().set_read_timeout(Some(timeout)).ok()?;
     c.try_send_raw(&encode(args)).ok()?;
     let r = c.try_read_reply().ok()?;

@@ -20,7 +20,7 @@ use super::check::{self, CounterSummary, Finding, LockSummary};
 use super::client::{ClientSpec, Workload, COUNTER_KEY};
 use super::history::{read_jsonl, unix_us, write_jsonl, Op, Outcome};
 use super::linear;
-use super::nemesis::{self, admin, Applied, Kind, Target};
+use super::nemesis::{self, admin, call_port, Applied, Kind, Target};
 use super::plot;
 use crate::common::cluster::Cluster;
 use crate::common::{proc_state, signal, words, ChildGuard, Conn};
@@ -86,6 +86,9 @@ pub struct Report {
     pub ops: OpCounts,
     /// Faults applied, by kind.
     pub faults: BTreeMap<String, usize>,
+    /// How often (samples, every 250 ms) each node was seen as the leader: shows that the
+    /// node with the clock fault led too.
+    pub leader_samples: BTreeMap<u64, usize>,
     /// Counter workload.
     pub counter: Option<CounterSummary>,
     /// Lock workload.
@@ -113,6 +116,7 @@ impl Report {
         if let Some(c) = &self.clock_fault {
             s += &format!("  clock fault: {c}\n");
         }
+        s += &format!("  leader samples by node: {:?}\n", self.leader_samples);
         if let Some(c) = &self.counter {
             s += &format!("  counter: {c:?}\n");
         }
@@ -176,6 +180,10 @@ pub fn run(spec: &RunSpec) -> Report {
     let pids: Vec<(u32, u32)> = clients.iter().map(|(id, c)| (*id, c.0.id())).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let applied = Arc::new(Mutex::new(Vec::<Applied>::new()));
+    let sampler = {
+        let (stop, ports_file) = (stop.clone(), ports_file.clone());
+        thread::spawn(move || sample_leaders(&ports_file, &stop))
+    };
     let pauser = {
         let (stop, applied, spec2) = (stop.clone(), applied.clone(), spec.clone());
         thread::spawn(move || pause_clients(&spec2, &pids, start_us, &stop, &applied))
@@ -208,6 +216,7 @@ pub fn run(spec: &RunSpec) -> Report {
     target.heal();
     stop.store(true, Ordering::Relaxed);
     let _ = pauser.join();
+    let leader_samples = sampler.join().unwrap_or_default();
     wait_clients(&mut clients);
 
     let mut report = Report {
@@ -216,6 +225,7 @@ pub fn run(spec: &RunSpec) -> Report {
         nodes: spec.nodes,
         duration_s: spec.duration_s,
         clock_fault,
+        leader_samples,
         ..Default::default()
     };
     let members = target.members.clone();
@@ -391,6 +401,31 @@ fn resume(
             },
         });
     }
+}
+
+/// Every 250 ms, asks the current members which of them is the leader (by RAFT.INFO).
+fn sample_leaders(ports_file: &std::path::Path, stop: &AtomicBool) -> BTreeMap<u64, usize> {
+    let mut seen = BTreeMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        let ports = std::fs::read_to_string(ports_file).unwrap_or_default();
+        for port in ports.lines().filter_map(|l| l.trim().parse::<u16>().ok()) {
+            let Some(info) = call_port(port, &["RAFT.INFO"], Duration::from_millis(500)) else {
+                continue;
+            };
+            let field = |name: &str| {
+                info.split("\r\n")
+                    .find_map(|l| l.strip_prefix(name).map(str::to_string))
+            };
+            if field("role:").as_deref() == Some("leader") {
+                if let Some(id) = field("node_id:").and_then(|v| v.parse().ok()) {
+                    *seen.entry(id).or_default() += 1;
+                }
+                break;
+            }
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+    seen
 }
 
 fn wait_clients(clients: &mut [(u32, ChildGuard)]) {
