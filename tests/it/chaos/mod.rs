@@ -8,7 +8,8 @@
 //! - `client`: the client processes (this test binary, re-invoked as `chaos::client_process`);
 //! - `nemesis`: the fault schedule and how each fault is applied and healed;
 //! - `check`, `linear`: the checkers;
-//! - `run`: one run end to end; `plot`: its timeline PNG.
+//! - `run`: one run end to end; `watch`: client pauses and leader sampling beside it;
+//!   `plot`: the run's timeline PNG.
 //!
 //! The short runs below are part of the test suite. Long soaks go through
 //! `scripts/chaos.sh`, which runs the ignored `chaos::soak` test. See docs/reliability.md.
@@ -20,6 +21,7 @@ mod linear;
 mod nemesis;
 mod plot;
 mod run;
+mod watch;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
