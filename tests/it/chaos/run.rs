@@ -191,6 +191,7 @@ pub fn run(spec: &RunSpec) -> Report {
     };
 
     let plan = nemesis::schedule(spec.seed, spec.duration_s * 1000, &spec.faults);
+    let mut broken = None;
     for p in &plan {
         let at = start_us + p.at_ms * 1000;
         let now = unix_us();
@@ -198,7 +199,21 @@ pub fn run(spec: &RunSpec) -> Report {
             thread::sleep(Duration::from_micros(at - now));
         }
         let s = unix_us() - start_us;
-        let detail = target.apply(p);
+        // A node that cannot start again (the harness panics waiting for it) ends the fault
+        // schedule; the run still checks and reports what happened up to then.
+        let detail = match catch_unwind(AssertUnwindSafe(|| target.apply(p))) {
+            Ok(d) => d,
+            Err(e) => {
+                let msg = e
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| e.downcast_ref::<&str>().copied())
+                    .unwrap_or("panic");
+                let first = msg.lines().next().unwrap_or("").to_string();
+                broken = Some(format!("{:?} fault failed: {first}", p.kind));
+                format!("FAILED: {first}")
+            }
+        };
         eprintln!("[chaos {}] {:?}: {detail}", spec.name, p.kind);
         if p.kind == Kind::Replace {
             write_ports(&target, &ports_file);
@@ -209,6 +224,9 @@ pub fn run(spec: &RunSpec) -> Report {
             end_us: unix_us() - start_us,
             detail,
         });
+        if broken.is_some() {
+            break;
+        }
     }
     let now = unix_us();
     if end_us > now {
@@ -227,6 +245,7 @@ pub fn run(spec: &RunSpec) -> Report {
         duration_s: spec.duration_s,
         clock_fault,
         leader_samples,
+        liveness: broken.into_iter().collect(),
         ..Default::default()
     };
     let members = target.members.clone();

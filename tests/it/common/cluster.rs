@@ -83,7 +83,8 @@ impl Cluster {
         c
     }
 
-    fn dir(&self, id: u64) -> PathBuf {
+    /// The data directory of node `id`.
+    pub fn dir(&self, id: u64) -> PathBuf {
         self.root.path().join(format!("n{id}"))
     }
 
