@@ -156,6 +156,24 @@ fn chaos_controls_unfenced_loses_updates_and_write_only_fencing_is_reported() {
     // any were caught in this run) are reported, not asserted on.
 }
 
+/// Redraws `timeline.png` of the run in `$CHAOS_OUT` from its history and fault log.
+#[test]
+#[ignore = "a tool: CHAOS_OUT=<run dir> cargo test --release --test it chaos::replot -- --ignored"]
+fn replot() {
+    let Ok(dir) = std::env::var("CHAOS_OUT") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let ops: Vec<history::Op> = history::read_jsonl(&dir.join("history.jsonl"));
+    let faults: Vec<nemesis::Applied> = history::read_jsonl(&dir.join("faults.jsonl"));
+    let end = ops
+        .iter()
+        .map(|o| o.ret)
+        .chain(faults.iter().map(|f| f.end_us))
+        .max();
+    plot::timeline(&dir.join("timeline.png"), &ops, &faults, end.unwrap_or(1));
+}
+
 /// A long run: `scripts/chaos.sh --seed S --duration D --nodes N [--workload fenced|unfenced|write-fenced]`.
 #[test]
 #[ignore = "a long soak; run it through scripts/chaos.sh"]

@@ -1,8 +1,9 @@
-//! The timeline plot of a run, as a PNG written without any crate: throughput per second
-//! on top (ok in green, refused in orange, unknown in red, stacked), latency of every
-//! operation below (log scale, 0.1 ms to 10 s, grid lines at each power of ten), and the
-//! fault windows shaded across both (one colour per fault kind; client pauses as a thin
-//! band at the very top). Vertical grid lines mark every 10 s.
+//! The timeline plot of a run, as a PNG written without any crate. Throughput is on top
+//! (per second, or per few seconds on long runs; ok in green, refused in orange, unknown in
+//! red, stacked). The latency of every operation is below (log scale, 0.1 ms to 10 s, grid
+//! lines at each power of ten). Fault windows are shaded across both (one colour per fault
+//! kind; client pauses as a thin band at the very top). Vertical grid lines mark every 10 s
+//! (every minute on runs over 5 minutes, every 10 minutes over an hour).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,7 +66,13 @@ pub fn timeline(path: &Path, ops: &[Op], faults: &[Applied], end_us: u64) {
             c.rect(x0, BAND, x1, H, fault_colour(f.kind));
         }
     }
-    for s in (0..=end / 1_000_000).step_by(10) {
+    let end_s = end / 1_000_000;
+    let grid_s = match end_s {
+        0..=300 => 10,
+        301..=3600 => 60,
+        _ => 600,
+    };
+    for s in (0..=end_s).step_by(grid_s) {
         let x = x_of(s * 1_000_000);
         c.rect(x, BAND, x + 1, H, [200, 200, 200]);
     }
@@ -76,6 +83,8 @@ pub fn timeline(path: &Path, ops: &[Op], faults: &[Applied], end_us: u64) {
 }
 
 fn throughput(c: &mut Canvas, ops: &[Op], end: u64, x_of: &dyn Fn(u64) -> usize) {
+    // Whole seconds per bar, so that each bar is at least 4 pixels wide.
+    let bucket_s = (end / 1_000_000 * 4 / W as u64).max(1);
     let mut per_s: BTreeMap<u64, [usize; 3]> = BTreeMap::new();
     for op in ops {
         let slot = match op.outcome {
@@ -83,7 +92,7 @@ fn throughput(c: &mut Canvas, ops: &[Op], end: u64, x_of: &dyn Fn(u64) -> usize)
             Outcome::Fail => 1,
             Outcome::Unknown => 2,
         };
-        per_s.entry(op.ret / 1_000_000).or_default()[slot] += 1;
+        per_s.entry(op.ret / 1_000_000 / bucket_s).or_default()[slot] += 1;
     }
     let max = per_s
         .values()
@@ -93,8 +102,9 @@ fn throughput(c: &mut Canvas, ops: &[Op], end: u64, x_of: &dyn Fn(u64) -> usize)
         .max(1);
     let h = (MID - BAND - 4) as f64;
     let colours = [[40, 160, 60], [240, 150, 30], [220, 40, 40]];
-    for (s, counts) in per_s {
-        let (x0, x1) = (x_of(s * 1_000_000), x_of(((s + 1) * 1_000_000).min(end)));
+    for (b, counts) in per_s {
+        let (t0, t1) = (b * bucket_s * 1_000_000, (b + 1) * bucket_s * 1_000_000);
+        let (x0, x1) = (x_of(t0), x_of(t1.min(end)));
         let mut y = MID;
         for (i, n) in counts.iter().enumerate() {
             let dy = (*n as f64 / max as f64 * h) as usize;
