@@ -74,6 +74,13 @@ pub struct Flags {
     /// Allow RAFT.FAULT (cut links to chosen peers). For tests only; never in production.
     #[arg(long)]
     pub enable_fault_injection: bool,
+    /// Test-only clock fault: shift this node's leader clock by this many ms.
+    #[arg(long, hide = true, allow_hyphen_values = true)]
+    pub test_clock_offset_ms: Option<i64>,
+    /// Test-only clock fault: make this node's leader clock run fast (or slow, if
+    /// negative) by this many parts per million.
+    #[arg(long, hide = true, allow_hyphen_values = true)]
+    pub test_clock_rate_ppm: Option<i64>,
 }
 
 /// The same keys in a TOML file.
@@ -128,6 +135,10 @@ pub struct Config {
     pub join: bool,
     /// RAFT.FAULT is allowed.
     pub fault_injection: bool,
+    /// Test-only clock offset in ms (chaos tests).
+    pub test_clock_offset_ms: i64,
+    /// Test-only clock rate error in ppm (chaos tests).
+    pub test_clock_rate_ppm: i64,
 }
 
 impl Default for Config {
@@ -147,6 +158,8 @@ impl Default for Config {
             log_level: "info".into(),
             join: false,
             fault_injection: false,
+            test_clock_offset_ms: 0,
+            test_clock_rate_ppm: 0,
         }
     }
 }
@@ -228,6 +241,8 @@ impl Config {
             log_level: flags.log_level.or(file.log_level).unwrap_or(d.log_level),
             join: flags.join || file.join.unwrap_or(false),
             fault_injection: flags.enable_fault_injection,
+            test_clock_offset_ms: flags.test_clock_offset_ms.unwrap_or(0),
+            test_clock_rate_ppm: flags.test_clock_rate_ppm.unwrap_or(0),
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");

@@ -1,6 +1,7 @@
 //! Cluster administration under the `RAFT.` prefix (never a Redis command name):
 //! `RAFT.INFO`, `RAFT.NODE ADD id host:peerport`, `RAFT.NODE REMOVE id`,
-//! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`.
+//! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`,
+//! `RAFT.FAULT DELAY ms`.
 
 use bytes::Bytes;
 
@@ -29,6 +30,8 @@ pub enum AdminCmd {
     ClusterInit,
     /// Cut this node's links to the listed peers (empty heals).
     Fault(Vec<u64>),
+    /// Delay this node's outbound peer RPCs by this many ms (0 heals).
+    FaultDelay(u64),
 }
 
 impl AdminCmd {
@@ -77,6 +80,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 AdminCmd::Fault(ids)
             }
             "HEAL" => AdminCmd::Fault(Vec::new()),
+            "DELAY" => match args.next_i64()? {
+                ms if ms >= 0 => AdminCmd::FaultDelay(ms as u64),
+                _ => return Err(Reply::err("ERR delay must be a non-negative integer")),
+            },
             _ => return Err(syntax_error()),
         },
     };

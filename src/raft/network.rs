@@ -29,6 +29,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 #[derive(Debug, Default)]
 pub struct Faults {
     dropped: RwLock<BTreeSet<NodeId>>,
+    /// Extra latency added to every outbound peer RPC, in ms (0: none).
+    delay_ms: AtomicU64,
 }
 
 impl Faults {
@@ -45,6 +47,16 @@ impl Faults {
         if let Ok(mut d) = self.dropped.write() {
             *d = nodes;
         }
+    }
+
+    /// Sets the latency added to every outbound peer RPC (0 removes it).
+    pub fn set_delay_ms(&self, ms: u64) {
+        self.delay_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The latency added to every outbound peer RPC, in ms.
+    pub fn delay_ms(&self) -> u64 {
+        self.delay_ms.load(Ordering::Relaxed)
     }
 
     /// The cut-off peers.
@@ -106,6 +118,10 @@ impl PeerClient {
             return Err(RPCError::Unreachable(Unreachable::new(&PeerError::Io(
                 format!("fault injection: link to node {} cut", self.target),
             ))));
+        }
+        let delay = self.ctx.faults.delay_ms();
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
         }
         let conn = match self.conn.as_mut() {
             Some(c) => c,

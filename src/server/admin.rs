@@ -62,7 +62,18 @@ pub async fn execute_local(shared: &Shared, cmd: AdminCmd) -> Reply {
             if !shared.config.fault_injection {
                 return Reply::err("ERR RAFT.FAULT is disabled; start the node with --enable-fault-injection (tests only)");
             }
+            if ids.is_empty() {
+                // HEAL clears every fault, the delay included.
+                shared.link.faults().set_delay_ms(0);
+            }
             shared.link.faults().set(ids.into_iter().collect());
+            Reply::ok()
+        }
+        AdminCmd::FaultDelay(ms) => {
+            if !shared.config.fault_injection {
+                return Reply::err("ERR RAFT.FAULT is disabled; start the node with --enable-fault-injection (tests only)");
+            }
+            shared.link.faults().set_delay_ms(ms);
             Reply::ok()
         }
     }

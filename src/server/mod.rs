@@ -182,7 +182,7 @@ impl Server {
             .with_context(|| format!("binding peer port {}:{}", config.bind, config.peer_port))?;
         let node = node::start(&settings).await?;
         let addr = listener.local_addr()?;
-        let clock = Clock::new();
+        let clock = Clock::with_fault(config.test_clock_offset_ms, config.test_clock_rate_ppm);
         let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let shared = Arc::new(Shared {

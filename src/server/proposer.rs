@@ -46,20 +46,34 @@ pub struct Clock {
     epoch: Instant,
     /// Random id of this process; identifies the clock's origin in log entries.
     pub boot: u64,
+    /// Test-only clock fault: a constant offset in ms (`--test-clock-offset-ms`).
+    offset_ms: i64,
+    /// Test-only clock fault: rate error in parts per million (`--test-clock-rate-ppm`).
+    rate_ppm: i64,
 }
 
 impl Clock {
     /// Starts the clock.
     pub fn new() -> Clock {
+        Clock::with_fault(0, 0)
+    }
+
+    /// Starts a clock that is off by `offset_ms` and runs fast (or slow, if negative) by
+    /// `rate_ppm` parts per million. Only the chaos tests set these (clock faults).
+    pub fn with_fault(offset_ms: i64, rate_ppm: i64) -> Clock {
         Clock {
             epoch: Instant::now(),
             boot: rand::random::<u64>() | 1,
+            offset_ms,
+            rate_ppm: rate_ppm.max(-999_999),
         }
     }
 
     /// Milliseconds since the clock started (monotonic).
     pub fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        let real = self.epoch.elapsed().as_millis() as i64;
+        let skewed = real + real * self.rate_ppm / 1_000_000 + self.offset_ms;
+        skewed.max(0) as u64
     }
 }
 

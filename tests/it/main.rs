@@ -11,6 +11,7 @@ mod common;
 
 mod bad_input;
 mod blpop;
+mod chaos;
 mod cluster;
 mod cluster_scripting;
 mod differential;

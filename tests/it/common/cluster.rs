@@ -30,12 +30,19 @@ pub struct Cluster {
     root: TempDir,
     peers: String,
     extra: Vec<String>,
+    /// Flags for single nodes, after `extra` (e.g. a clock fault on one node).
+    node_extra: BTreeMap<u64, Vec<String>>,
 }
 
 impl Cluster {
     /// Starts `n` nodes that bootstrap together from one `--peers` list, and waits until
     /// they agree on a leader.
     pub fn start(n: u64, extra: &[&str]) -> Cluster {
+        Self::start_with(n, extra, BTreeMap::new())
+    }
+
+    /// `start`, with extra flags for some nodes (kept across restarts).
+    pub fn start_with(n: u64, extra: &[&str], node_extra: BTreeMap<u64, Vec<String>>) -> Cluster {
         let root = tempfile::Builder::new()
             .prefix("palisade-cluster-")
             .tempdir()
@@ -63,6 +70,7 @@ impl Cluster {
             root,
             peers,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            node_extra,
         };
         let ids: Vec<u64> = c.nodes.keys().copied().collect();
         for id in &ids {
@@ -75,7 +83,8 @@ impl Cluster {
         c
     }
 
-    fn dir(&self, id: u64) -> PathBuf {
+    /// The data directory of node `id`.
+    pub fn dir(&self, id: u64) -> PathBuf {
         self.root.path().join(format!("n{id}"))
     }
 
@@ -103,7 +112,8 @@ impl Cluster {
         ])
         .arg("--dir")
         .arg(self.dir(id))
-        .args(&self.extra);
+        .args(&self.extra)
+        .args(self.node_extra.get(&id).into_iter().flatten());
         if node.join {
             cmd.arg("--join");
         }

@@ -1,0 +1,616 @@
+//! Checkers for the fenced counter (and its controls), the lock model and durability.
+//! Each takes a history and returns findings; an empty list means no violation. The
+//! linearizable-register checker lives in `linear`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::history::{Op, Outcome};
+
+/// One violation, with the smallest set of operations that shows it.
+#[derive(Serialize, Clone, Debug)]
+pub struct Finding {
+    /// Which checker found it.
+    pub checker: String,
+    /// What is wrong, in words.
+    pub message: String,
+    /// The operations that show it, in invocation order.
+    pub window: Vec<Op>,
+}
+
+impl Finding {
+    fn new(checker: &str, message: String, mut window: Vec<Op>) -> Finding {
+        window.sort_by_key(|o| o.inv);
+        Finding {
+            checker: checker.into(),
+            message,
+            window,
+        }
+    }
+
+    /// The finding and its window as text.
+    pub fn describe(&self) -> String {
+        let mut s = format!("[{}] {}\n", self.checker, self.message);
+        for op in &self.window {
+            s.push_str(&format!("    {}\n", op.describe()));
+        }
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fenced counter
+// ---------------------------------------------------------------------------------------
+
+/// What the counter checker counted.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct CounterSummary {
+    /// Writes of value+1 that the server acknowledged.
+    pub acked: usize,
+    /// Writes whose outcome is unknown.
+    pub unknown: usize,
+    /// Writes refused with -FENCED.
+    pub fenced_rejections: usize,
+    /// Reads refused with -FENCED.
+    pub fenced_read_rejections: usize,
+    /// The value read after the run.
+    pub final_value: Option<i64>,
+    /// Acknowledged increments that were lost (acked - final, when positive).
+    pub lost: usize,
+}
+
+/// Checks the read-modify-write counter on `key`: accepted fenced accesses are ordered by
+/// token, no two acknowledged writes wrote the same value, and the final value equals the
+/// acknowledged increments give or take the unknown ones.
+pub fn check_counter(
+    ops: &[Op],
+    key: &str,
+    final_value: Option<i64>,
+) -> (CounterSummary, Vec<Finding>) {
+    let on_key: Vec<&Op> = ops.iter().filter(|o| o.key == key).collect();
+    let mut findings = fence_order(&on_key);
+    let mut sum = CounterSummary {
+        final_value,
+        ..Default::default()
+    };
+    let mut by_value: HashMap<i64, &Op> = HashMap::new();
+    for op in on_key.iter().filter(|o| o.f == "set" || o.f == "fencedset") {
+        match op.outcome {
+            Outcome::Unknown => sum.unknown += 1,
+            Outcome::Fail => sum.fenced_rejections += 1,
+            Outcome::Ok => {
+                sum.acked += 1;
+                let v = op.arg_i64().unwrap_or(-1);
+                if let Some(prev) = by_value.insert(v, op) {
+                    let mut window = vec![prev.clone(), (*op).clone()];
+                    window.extend(read_before(&on_key, prev).cloned());
+                    window.extend(read_before(&on_key, op).cloned());
+                    findings.push(Finding::new(
+                        "counter",
+                        format!("lost update: two acknowledged writes both set {key} to {v}"),
+                        window,
+                    ));
+                }
+            }
+        }
+    }
+    sum.fenced_read_rejections = on_key
+        .iter()
+        .filter(|o| o.f == "fencedget" && o.outcome == Outcome::Fail)
+        .count();
+    if let Some(f) = final_value {
+        let (acked, unknown) = (sum.acked as i64, sum.unknown as i64);
+        sum.lost = (acked - f).max(0) as usize;
+        if f < acked || f > acked + unknown {
+            findings.push(Finding::new(
+                "counter",
+                format!(
+                    "final value {f} is outside [acked {acked}, acked + unknown {}]",
+                    acked + unknown
+                ),
+                Vec::new(),
+            ));
+        }
+    }
+    (sum, findings)
+}
+
+/// The read the same client made just before `write` on the same key.
+fn read_before<'a>(ops: &[&'a Op], write: &Op) -> Option<&'a Op> {
+    ops.iter()
+        .filter(|o| o.client == write.client && o.ret <= write.inv)
+        .filter(|o| o.f == "get" || o.f == "fencedget")
+        .max_by_key(|o| o.ret)
+        .copied()
+}
+
+/// Every accepted FENCEDGET/FENCEDSET carries a token at least as high as every token
+/// accepted before it (in real time: completed before it was invoked).
+fn fence_order(ops: &[&Op]) -> Vec<Finding> {
+    let mut accepted: Vec<&Op> = ops
+        .iter()
+        .filter(|o| o.outcome == Outcome::Ok && o.token.is_some())
+        .filter(|o| o.f == "fencedget" || o.f == "fencedset")
+        .copied()
+        .collect();
+    let mut by_ret = accepted.clone();
+    by_ret.sort_by_key(|o| o.ret);
+    accepted.sort_by_key(|o| o.inv);
+    let mut findings = Vec::new();
+    let mut done = 0;
+    let mut highest: Option<&Op> = None;
+    for op in accepted {
+        while done < by_ret.len() && by_ret[done].ret < op.inv {
+            if highest.is_none_or(|h| by_ret[done].token > h.token) {
+                highest = Some(by_ret[done]);
+            }
+            done += 1;
+        }
+        if let Some(h) = highest {
+            if op.token < h.token {
+                findings.push(Finding::new(
+                    "fence",
+                    format!(
+                        "accepted token {} after token {} had been accepted on {}",
+                        op.token.unwrap_or(0),
+                        h.token.unwrap_or(0),
+                        op.key
+                    ),
+                    vec![h.clone(), op.clone()],
+                ));
+            }
+        }
+    }
+    findings
+}
+
+// ---------------------------------------------------------------------------------------
+// Lock model
+// ---------------------------------------------------------------------------------------
+
+/// What the lock checker counted.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct LockSummary {
+    /// Distinct grants (tokens).
+    pub grants: usize,
+    /// Re-LOCKs by the holder that the checker could hold to "same token".
+    pub relocks_checked: usize,
+    /// Pairs of grants on one key checked for lease overlap.
+    pub lease_pairs_checked: usize,
+}
+
+/// One acquisition: the token an owner got for a key, and what bounds its lease.
+struct Grant<'a> {
+    token: i64,
+    key: &'a str,
+    owner: &'a str,
+    /// Earliest invocation of any LOCK by this owner on this key (the grant is after it).
+    first_inv: u64,
+    /// Earliest completion of an acknowledged LOCK returning the token.
+    first_ret: u64,
+    /// The lease is certainly live until here (real time, clock-rate slack removed).
+    valid_until: u64,
+    ops: Vec<&'a Op>,
+}
+
+/// Checks LOCK/RENEW/UNLOCK histories: tokens unique and increasing in real-time order of
+/// grants, re-LOCK by the holder returns the same token, and no second owner is granted a
+/// key while an acknowledged lease is within its TTL. `ttl_ms` is the PX every client
+/// used; `rate_slack` is the fraction by which a leader's clock may run fast.
+pub fn check_locks(ops: &[Op], ttl_ms: u64, rate_slack: f64) -> (LockSummary, Vec<Finding>) {
+    let mut findings = Vec::new();
+    let mut sum = LockSummary::default();
+    let lease_us = ((ttl_ms as f64) * (1.0 - rate_slack) * 1000.0) as u64;
+    let lease_us = lease_us.saturating_sub(2_000); // ms rounding on both sides
+    let mut first_inv: HashMap<(&str, &str), u64> = HashMap::new();
+    let mut by_owner: HashMap<(&str, &str), Vec<&Op>> = HashMap::new();
+    for op in ops.iter().filter(|o| o.f == "lock") {
+        let owner = op.arg.as_deref().unwrap_or("");
+        let e = first_inv.entry((op.key.as_str(), owner)).or_insert(op.inv);
+        *e = (*e).min(op.inv);
+        by_owner
+            .entry((op.key.as_str(), owner))
+            .or_default()
+            .push(op);
+    }
+    let mut grants: BTreeMap<i64, Grant> = BTreeMap::new();
+    for op in ops.iter().filter(|o| o.f == "lock" || o.f == "renew") {
+        let (Outcome::Ok, Some(token)) = (op.outcome, op.result_i64()) else {
+            continue;
+        };
+        let owner = op.arg.as_deref().unwrap_or("");
+        let g = grants.entry(token).or_insert_with(|| Grant {
+            token,
+            key: &op.key,
+            owner,
+            first_inv: first_inv
+                .get(&(op.key.as_str(), owner))
+                .copied()
+                .unwrap_or(op.inv),
+            first_ret: u64::MAX,
+            valid_until: 0,
+            ops: Vec::new(),
+        });
+        if g.key != op.key || g.owner != owner {
+            findings.push(Finding::new(
+                "locks",
+                format!(
+                    "token {token} granted twice: {}/{} and {}/{owner}",
+                    g.key, g.owner, op.key
+                ),
+                vec![g.ops[0].clone(), op.clone()],
+            ));
+            continue;
+        }
+        if op.f == "lock" {
+            g.first_ret = g.first_ret.min(op.ret);
+        }
+        g.valid_until = g.valid_until.max(op.inv + lease_us);
+        g.ops.push(op);
+    }
+    // An UNLOCK (whatever its outcome) may end the lease from its invocation on.
+    let mut unlocks: HashMap<(&str, &str), u64> = HashMap::new();
+    for op in ops.iter().filter(|o| o.f == "unlock") {
+        let e = unlocks
+            .entry((op.key.as_str(), op.arg.as_deref().unwrap_or("")))
+            .or_insert(op.inv);
+        *e = (*e).min(op.inv);
+    }
+    for g in grants.values_mut() {
+        if let Some(&u) = unlocks.get(&(g.key, g.owner)) {
+            g.valid_until = g.valid_until.min(u.max(g.first_inv));
+        }
+    }
+    sum.grants = grants.len();
+    findings.extend(token_order(&grants));
+    // Re-LOCK while the lease was certainly live (counted from the owner's first LOCK, and
+    // before any UNLOCK by it) must return the same token.
+    for g in grants.values() {
+        let Some(first) = g.ops.iter().filter(|o| o.f == "lock").min_by_key(|o| o.ret) else {
+            continue;
+        };
+        let unlocked = unlocks.get(&(g.key, g.owner)).copied().unwrap_or(u64::MAX);
+        for op in by_owner.get(&(g.key, g.owner)).into_iter().flatten() {
+            if op.inv <= first.ret || op.outcome != Outcome::Ok {
+                continue;
+            }
+            if op.ret < g.first_inv + lease_us && op.ret < unlocked {
+                sum.relocks_checked += 1;
+                if op.result_i64() != Some(g.token) {
+                    findings.push(Finding::new(
+                        "locks",
+                        format!(
+                            "re-LOCK by holder {} within its lease returned {:?}, not token {}",
+                            g.owner, op.result, g.token
+                        ),
+                        vec![(*first).clone(), (*op).clone()],
+                    ));
+                }
+            }
+        }
+    }
+    // No grant to another owner while an acknowledged lease is live.
+    let mut by_key: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
+    for g in grants.values() {
+        by_key.entry(g.key).or_default().push(g);
+    }
+    for gs in by_key.values() {
+        // In token order, the two earlier grants (of different owners) whose leases last
+        // longest: a later grant must not complete before the one of another owner ends.
+        let mut best: Vec<&Grant> = Vec::new();
+        for b in gs {
+            if b.first_ret != u64::MAX {
+                sum.lease_pairs_checked += 1;
+                if let Some(a) = best.iter().find(|a| a.owner != b.owner) {
+                    if b.first_ret < a.valid_until {
+                        findings.push(early_grant(a, b));
+                    }
+                }
+            }
+            best.push(b);
+            best.sort_by_key(|g| std::cmp::Reverse(g.valid_until));
+            let top = best[0].owner;
+            let second = best.iter().skip(1).find(|g| g.owner != top).copied();
+            best.truncate(1);
+            best.extend(second);
+        }
+    }
+    (sum, findings)
+}
+
+/// The finding for grant `b` completing while the lease of `a` was still live.
+fn early_grant(a: &Grant, b: &Grant) -> Finding {
+    let bop = b.ops.iter().find(|o| o.ret == b.first_ret).copied();
+    let mut window: Vec<Op> = a.ops.iter().map(|o| (*o).clone()).collect();
+    window.extend(bop.cloned());
+    Finding::new(
+        "locks",
+        format!(
+            "{} granted to {} (token {}) {:.1} ms before the lease of {} (token {}) could have expired",
+            a.key,
+            b.owner,
+            b.token,
+            (a.valid_until - b.first_ret) as f64 / 1000.0,
+            a.owner,
+            a.token
+        ),
+        window,
+    )
+}
+
+/// A grant that completed before another grant was first invoked has the lower token.
+fn token_order(grants: &BTreeMap<i64, Grant>) -> Vec<Finding> {
+    let mut by_inv: Vec<&Grant> = grants
+        .values()
+        .filter(|g| g.first_ret != u64::MAX)
+        .collect();
+    let mut by_ret = by_inv.clone();
+    by_inv.sort_by_key(|g| g.first_inv);
+    by_ret.sort_by_key(|g| g.first_ret);
+    let mut findings = Vec::new();
+    let (mut done, mut highest): (usize, Option<&Grant>) = (0, None);
+    for g in by_inv {
+        while done < by_ret.len() && by_ret[done].first_ret < g.first_inv {
+            if highest.is_none_or(|h| by_ret[done].token > h.token) {
+                highest = Some(by_ret[done]);
+            }
+            done += 1;
+        }
+        if let Some(h) = highest {
+            if g.token <= h.token {
+                findings.push(Finding::new(
+                    "locks",
+                    format!(
+                        "token {} granted after token {} had been granted (real-time order)",
+                        g.token, h.token
+                    ),
+                    vec![h.ops[0].clone(), g.ops[0].clone()],
+                ));
+            }
+        }
+    }
+    findings
+}
+
+// ---------------------------------------------------------------------------------------
+// Durability
+// ---------------------------------------------------------------------------------------
+
+/// Every acknowledged SET is still readable after the cluster restarted: `read` maps each
+/// key to the value read back afterwards (`None` = missing).
+pub fn check_durability(
+    ops: &[Op],
+    read: &HashMap<String, Option<String>>,
+) -> (usize, Vec<Finding>) {
+    let mut findings = Vec::new();
+    let mut acked = 0;
+    for op in ops
+        .iter()
+        .filter(|o| o.f == "set" && o.outcome == Outcome::Ok)
+    {
+        if !read.contains_key(&op.key) {
+            continue;
+        }
+        acked += 1;
+        let got = read[&op.key].as_deref();
+        if got != op.arg.as_deref() {
+            findings.push(Finding::new(
+                "durability",
+                format!(
+                    "acknowledged write {}={} reads back as {:?} after the restart",
+                    op.key,
+                    op.arg.as_deref().unwrap_or(""),
+                    got
+                ),
+                vec![op.clone()],
+            ));
+        }
+    }
+    (acked, findings)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// An acknowledged operation for crafted histories, from `inv` to `ret` (ms).
+    pub fn op(client: u32, f: &str, key: &str, (inv, ret): (u64, u64), result: Option<&str>) -> Op {
+        Op {
+            client,
+            f: f.into(),
+            key: key.into(),
+            arg: None,
+            token: None,
+            inv: inv * 1000,
+            ret: ret * 1000,
+            outcome: Outcome::Ok,
+            result: result.map(str::to_string),
+        }
+    }
+
+    impl Op {
+        /// With this argument (value written, owner).
+        pub fn with_arg(mut self, a: &str) -> Op {
+            self.arg = Some(a.into());
+            self
+        }
+
+        /// With this fencing token.
+        pub fn with_token(mut self, t: i64) -> Op {
+            self.token = Some(t);
+            self
+        }
+
+        /// With an unknown outcome (and no result).
+        pub fn unknown(mut self) -> Op {
+            (self.outcome, self.result) = (Outcome::Unknown, None);
+            self
+        }
+    }
+
+    /// One fenced increment: FENCEDGET then FENCEDSET, by `client` with `token`.
+    fn incr(c: u32, token: i64, read: i64, t: u64, ops: &mut Vec<Op>) {
+        let (r, w) = (read.to_string(), (read + 1).to_string());
+        ops.push(op(c, "fencedget", "ctr", (t, t + 1), Some(&r)).with_token(token));
+        ops.push(
+            op(c, "fencedset", "ctr", (t + 2, t + 3), Some("OK"))
+                .with_arg(&w)
+                .with_token(token),
+        );
+    }
+
+    #[test]
+    fn counter_accepts_a_serial_history() {
+        let mut ops = Vec::new();
+        for i in 0..5 {
+            incr(i as u32 % 2, 10 + i, i, 10 * i as u64, &mut ops);
+        }
+        let (sum, f) = check_counter(&ops, "ctr", Some(5));
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(sum.acked, 5);
+    }
+
+    #[test]
+    fn counter_catches_a_lost_update() {
+        // A reads 0 and pauses; B (token 2) reads 0 and writes 1; A writes 1.
+        let mut ops = vec![op(0, "get", "ctr", (0, 1), None)];
+        incr(1, 2, 0, 10, &mut ops);
+        ops.push(op(0, "set", "ctr", (20, 21), Some("OK")).with_arg("1"));
+        let (sum, f) = check_counter(&ops, "ctr", Some(1));
+        assert_eq!(sum.lost, 1);
+        assert!(f.iter().any(|f| f.message.contains("lost update")), "{f:?}");
+        assert!(
+            f.iter().any(|f| f.message.contains("final value 1")),
+            "{f:?}"
+        );
+        // The window shows both writes and both reads.
+        assert_eq!(f[0].window.len(), 4, "{}", f[0].describe());
+    }
+
+    #[test]
+    fn counter_allows_unknown_writes_either_way() {
+        let mut ops = Vec::new();
+        incr(0, 5, 0, 0, &mut ops);
+        ops.push(
+            op(1, "fencedset", "ctr", (10, 20), None)
+                .with_arg("2")
+                .with_token(6)
+                .unknown(),
+        );
+        for fin in [1, 2] {
+            assert!(check_counter(&ops, "ctr", Some(fin)).1.is_empty());
+        }
+        assert!(!check_counter(&ops, "ctr", Some(3)).1.is_empty());
+        assert!(!check_counter(&ops, "ctr", Some(0)).1.is_empty());
+    }
+
+    #[test]
+    fn fence_checker_catches_a_lower_token_accepted_later() {
+        let mut ops = Vec::new();
+        incr(0, 7, 0, 0, &mut ops);
+        // Token 6 accepted after token 7 completed.
+        ops.push(
+            op(1, "fencedset", "ctr", (10, 11), Some("OK"))
+                .with_arg("9")
+                .with_token(6),
+        );
+        let (_, f) = check_counter(&ops, "ctr", None);
+        assert!(f.iter().any(|f| f.checker == "fence"), "{f:?}");
+        // Concurrent (overlapping) accesses may be accepted in either order.
+        let ops = vec![
+            op(0, "fencedset", "ctr", (0, 10), Some("OK"))
+                .with_arg("1")
+                .with_token(7),
+            op(1, "fencedset", "ctr", (5, 11), Some("OK"))
+                .with_arg("2")
+                .with_token(6),
+        ];
+        let (_, f) = check_counter(&ops, "ctr", None);
+        assert!(f.iter().all(|f| f.checker != "fence"), "{f:?}");
+    }
+
+    fn lock(c: u32, key: &str, owner: &str, t: (u64, u64), token: Option<i64>) -> Op {
+        let token = token.map(|t| t.to_string());
+        op(c, "lock", key, t, token.as_deref()).with_arg(owner)
+    }
+
+    #[test]
+    fn lock_checker_accepts_a_clean_history() {
+        let ops = vec![
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(0, "k", "a", (50, 52), Some(10)),
+            op(0, "unlock", "k", (60, 61), Some("1")).with_arg("a"),
+            lock(1, "k", "b", (62, 63), Some(12)),
+            lock(2, "k", "c", (70, 71), None),
+            // b's lease (1000 ms) ran out; c takes over.
+            lock(2, "k", "c", (1100, 1101), Some(15)),
+        ];
+        let (sum, f) = check_locks(&ops, 1000, 0.01);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!((sum.grants, sum.relocks_checked), (3, 1));
+    }
+
+    #[test]
+    fn lock_checker_catches_an_early_second_grant() {
+        let ops = vec![
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(1, "k", "b", (500, 502), Some(11)),
+        ];
+        let (_, f) = check_locks(&ops, 1000, 0.01);
+        assert!(
+            f.iter().any(|f| f.message.contains("before the lease")),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn lock_checker_catches_token_reuse_and_disorder() {
+        let reuse = vec![
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(1, "j", "b", (5, 6), Some(10)),
+        ];
+        let (_, f) = check_locks(&reuse, 1000, 0.01);
+        assert!(
+            f.iter().any(|f| f.message.contains("granted twice")),
+            "{f:?}"
+        );
+        let disorder = vec![
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(1, "j", "b", (5, 6), Some(9)),
+        ];
+        let (_, f) = check_locks(&disorder, 1000, 0.01);
+        assert!(
+            f.iter().any(|f| f.message.contains("real-time order")),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn lock_checker_catches_a_relock_with_a_new_token() {
+        let ops = vec![
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(0, "k", "a", (100, 102), Some(11)),
+        ];
+        let (_, f) = check_locks(&ops, 1000, 0.01);
+        assert!(f.iter().any(|f| f.message.contains("re-LOCK")), "{f:?}");
+    }
+
+    #[test]
+    fn durability_checker_catches_a_lost_write() {
+        let ops = vec![
+            op(0, "set", "d:1", (0, 1), Some("OK")).with_arg("1"),
+            op(0, "set", "d:2", (2, 3), Some("OK")).with_arg("2"),
+            op(0, "set", "d:3", (4, 5), None).with_arg("3").unknown(),
+        ];
+        let read: HashMap<String, Option<String>> =
+            [("d:1", Some("1")), ("d:2", None), ("d:3", None)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+                .collect();
+        let (acked, f) = check_durability(&ops, &read);
+        assert_eq!(acked, 2);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].message.contains("d:2"));
+    }
+}
