@@ -20,6 +20,7 @@
 //! - [`cmd`]: one command (or family) per file; the dispatch table.
 //! - [`state`]: the pure, deterministic keyspace, revision and cluster clock.
 //! - [`store`]: RocksDB schema, log store, state machine and snapshots.
+//! - [`script`]: sandboxed Lua 5.1 for EVAL, run inside apply.
 //! - [`raft`]: openraft types, peer network, node start-up.
 //! - [`server`]: accept loop, sessions, batching, housekeeping.
 //! - [`config`]: flags, TOML file and defaults.
@@ -28,6 +29,7 @@ pub mod cmd;
 pub mod config;
 pub mod raft;
 pub mod resp;
+pub mod script;
 pub mod server;
 pub mod state;
 pub mod store;

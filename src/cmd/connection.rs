@@ -36,6 +36,10 @@ pub enum ConnCmd {
     Command(Reply),
     /// INFO with the requested sections (lower-case).
     Info(Vec<String>),
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+    Txn(super::multi::TxnCmd),
+    /// (P)SUBSCRIBE, (P)UNSUBSCRIBE.
+    Sub(super::subscribe::SubCmd),
 }
 
 /// A parsed HELLO.

@@ -80,6 +80,7 @@ impl Lock {
                     value: Value::Str(self.owner.clone()),
                     expire_at,
                     token: ctx.revision,
+                    modified: 0,
                 };
                 ks.insert(self.key.clone(), entry);
                 Reply::Int(ctx.revision as i64)

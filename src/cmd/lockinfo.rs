@@ -22,11 +22,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl LockInfo {
-    /// Describes the current holder.
+    /// Describes the current holder (WRONGTYPE for a hash or list: it is not a lock).
     pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         match ks.get(&self.key, now) {
             Some(e) => {
-                let Value::Str(owner) = &e.value;
+                let Value::Str(owner) = &e.value else {
+                    return Reply::err(crate::state::keyspace::WRONGTYPE);
+                };
                 Reply::Map(vec![
                     (Reply::text("owner"), Reply::Bulk(owner.clone())),
                     (Reply::text("token"), Reply::Int(e.token as i64)),

@@ -5,10 +5,12 @@
 //! [`Command`] values: they travel inside log entries and are applied deterministically to
 //! the [`Keyspace`] on every replica. Connection commands ([`ConnCmd`]) only touch the session.
 
+pub mod blpop;
 pub mod client;
 pub mod command;
 pub mod connection;
 pub mod del;
+pub mod eval;
 pub mod evict;
 pub mod exists;
 pub mod expire;
@@ -17,14 +19,20 @@ pub mod fencecheck;
 pub mod fencedget;
 pub mod fencedset;
 pub mod get;
+pub mod hash;
 pub mod incr;
 pub mod info;
 pub mod keys;
+pub mod list;
 pub mod lock;
 pub mod lockinfo;
+pub mod multi;
+pub mod publish;
 pub mod raft;
 pub mod renew;
+pub mod script;
 pub mod set;
+pub mod subscribe;
 pub mod ttl;
 pub mod type_;
 pub mod unlock;
@@ -89,6 +97,20 @@ pub enum Command {
     FenceCheck(fencecheck::FenceCheck),
     Evict(evict::Evict),
     Tick,
+    HSet(hash::HSet),
+    HDel(hash::HDel),
+    HIncrBy(hash::HIncrBy),
+    HRead(hash::HRead),
+    Push(list::Push),
+    Pop(list::Pop),
+    BPop(blpop::BPop),
+    LRead(list::LRead),
+    Publish(publish::Publish),
+    Eval(eval::Eval),
+    EvalRo(eval::Eval),
+    Script(script::Script),
+    Exec(multi::Exec),
+    Versions(multi::Versions),
 }
 
 impl Command {
@@ -108,6 +130,16 @@ impl Command {
             Command::FencedGet(c) => c.apply(ks, ctx),
             Command::Evict(c) => c.apply(ks, ctx),
             Command::Tick => Reply::ok(),
+            Command::HSet(c) => c.apply(ks, ctx),
+            Command::HDel(c) => c.apply(ks, ctx),
+            Command::HIncrBy(c) => c.apply(ks, ctx),
+            Command::Push(c) => c.apply(ks, ctx),
+            Command::Pop(c) => c.apply(ks, ctx),
+            Command::BPop(c) => c.apply(ks, ctx),
+            Command::Publish(c) => c.apply(ks, ctx),
+            Command::Eval(c) => c.apply(ks, ctx),
+            Command::Script(c) => c.apply(ks, ctx),
+            Command::Exec(c) => c.apply(ks, ctx),
             read => read.query(ks, ctx.now),
         }
     }
@@ -124,7 +156,35 @@ impl Command {
             Command::DbSize(c) => c.query(ks, now),
             Command::LockInfo(c) => c.query(ks, now),
             Command::FenceCheck(c) => c.query(ks, now),
+            Command::HRead(c) => c.query(ks, now),
+            Command::LRead(c) => c.query(ks, now),
+            Command::EvalRo(c) => c.query(ks, now),
+            Command::Script(c) => c.query(ks, now),
+            Command::Exec(c) => c.query(ks, now),
+            Command::Versions(c) => c.query(ks, now),
             _ => Reply::err("ERR internal: write command routed as a read"),
+        }
+    }
+
+    /// True for commands answered by [`Command::query`] (they never change state).
+    pub fn is_read(&self) -> bool {
+        match self {
+            Command::Get(_)
+            | Command::Exists(_)
+            | Command::Ttl(_)
+            | Command::Type(_)
+            | Command::Keys(_)
+            | Command::Scan(_)
+            | Command::DbSize(_)
+            | Command::LockInfo(_)
+            | Command::FenceCheck(_)
+            | Command::HRead(_)
+            | Command::LRead(_)
+            | Command::EvalRo(_)
+            | Command::Versions(_)
+            | Command::Script(script::Script::Exists(_) | script::Script::Budget(None)) => true,
+            Command::Exec(e) => e.is_read_only(),
+            _ => false,
         }
     }
 
@@ -137,6 +197,11 @@ impl Command {
                 ..
             }) => e.resolve(unix_now_ms),
             Command::Expire(expire::Expire { when, .. }) => when.resolve(unix_now_ms),
+            Command::Exec(e) => {
+                for c in &mut e.cmds {
+                    c.resolve_absolute_time(unix_now_ms);
+                }
+            }
             _ => {}
         }
     }
@@ -166,6 +231,11 @@ const R: &[&str] = &["readonly", "fast"];
 const RS: &[&str] = &["readonly"];
 const C: &[&str] = &["fast", "loading", "stale"];
 const CN: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
+const WM: &[&str] = &["write", "denyoom", "fast"];
+const BLOCK: &[&str] = &["write", "noscript", "blocking"];
+const PUBSUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const TXN: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+const SCRIPTING: &[&str] = &["noscript", "skip_monitor", "stale"];
 
 macro_rules! spec {
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $parse:expr) => {
@@ -272,6 +342,60 @@ pub static TABLE: &[Spec] = &[
     spec!("fencedset", -4, W, 1, 1, 1, fencedset::parse),
     spec!("fencedget", 3, WF, 1, 1, 1, fencedget::parse),
     spec!("fencecheck", 3, R, 1, 1, 1, fencecheck::parse),
+    spec!("hset", -4, WM, 1, 1, 1, hash::parse_hset),
+    spec!("hmset", -4, WM, 1, 1, 1, hash::parse_hset),
+    spec!("hsetnx", 4, WM, 1, 1, 1, hash::parse_hset),
+    spec!("hget", 3, R, 1, 1, 1, hash::parse_read),
+    spec!("hmget", -3, R, 1, 1, 1, hash::parse_read),
+    spec!("hdel", -3, WF, 1, 1, 1, hash::parse_hdel),
+    spec!("hexists", 3, R, 1, 1, 1, hash::parse_read),
+    spec!("hincrby", 4, WM, 1, 1, 1, hash::parse_hincrby),
+    spec!("hlen", 2, R, 1, 1, 1, hash::parse_read),
+    spec!("hgetall", 2, RS, 1, 1, 1, hash::parse_read),
+    spec!("hkeys", 2, RS, 1, 1, 1, hash::parse_read),
+    spec!("hvals", 2, RS, 1, 1, 1, hash::parse_read),
+    spec!("lpush", -3, WM, 1, 1, 1, list::parse_push),
+    spec!("rpush", -3, WM, 1, 1, 1, list::parse_push),
+    spec!("lpushx", -3, WM, 1, 1, 1, list::parse_push),
+    spec!("rpushx", -3, WM, 1, 1, 1, list::parse_push),
+    spec!("lpop", -2, WF, 1, 1, 1, list::parse_pop),
+    spec!("rpop", -2, WF, 1, 1, 1, list::parse_pop),
+    spec!("llen", 2, R, 1, 1, 1, list::parse_read),
+    spec!("lrange", 4, RS, 1, 1, 1, list::parse_read),
+    spec!("lindex", 3, RS, 1, 1, 1, list::parse_read),
+    spec!("blpop", -3, BLOCK, 1, -2, 1, blpop::parse),
+    spec!("brpop", -3, BLOCK, 1, -2, 1, blpop::parse),
+    spec!(
+        "publish",
+        3,
+        &["pubsub", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+        publish::parse
+    ),
+    spec!("subscribe", -2, PUBSUB, 0, 0, 0, subscribe::parse),
+    spec!("psubscribe", -2, PUBSUB, 0, 0, 0, subscribe::parse),
+    spec!("unsubscribe", -1, PUBSUB, 0, 0, 0, subscribe::parse),
+    spec!("punsubscribe", -1, PUBSUB, 0, 0, 0, subscribe::parse),
+    spec!("multi", 1, TXN, 0, 0, 0, multi::parse),
+    spec!(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        0,
+        0,
+        0,
+        multi::parse
+    ),
+    spec!("discard", 1, TXN, 0, 0, 0, multi::parse),
+    spec!("watch", -2, TXN, 1, -1, 1, multi::parse),
+    spec!("unwatch", 1, TXN, 0, 0, 0, multi::parse),
+    spec!("eval", -3, SCRIPTING, 0, 0, 0, eval::parse),
+    spec!("evalsha", -3, SCRIPTING, 0, 0, 0, eval::parse),
+    spec!("eval_ro", -3, SCRIPTING, 0, 0, 0, eval::parse),
+    spec!("evalsha_ro", -3, SCRIPTING, 0, 0, 0, eval::parse),
+    spec!("script", -2, &["noscript"], 0, 0, 0, script::parse),
     spec!(
         "raft.info",
         1,
@@ -349,6 +473,23 @@ impl Spec {
     }
 }
 
+/// Test helper: parses a space-separated command line and applies (or queries) it as the
+/// next write, at cluster time `now`.
+#[cfg(test)]
+pub(crate) fn run_line(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
+    let argv = line
+        .split(' ')
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect();
+    let rev = ks.bump_revision();
+    match parse(argv) {
+        Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
+        Ok(Request::Read(c)) => c.query(ks, now),
+        Ok(Request::Conn(_) | Request::Admin(_)) => panic!("not a data command"),
+        Err(e) => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,13 +501,7 @@ mod tests {
     }
 
     fn apply(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
-        let rev = ks.bump_revision();
-        match parse(argv(line)) {
-            Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
-            Ok(Request::Read(c)) => c.query(ks, now),
-            Ok(Request::Conn(_) | Request::Admin(_)) => panic!("not a data command"),
-            Err(e) => e,
-        }
+        run_line(ks, line, now)
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub enum Reply {
     Bool(bool),
     /// `=len\r\ntxt:...` in RESP3; a bulk string in RESP2.
     Verbatim(String),
+    /// An out-of-band push (pub/sub messages): `>n` in RESP3, `*n` in RESP2.
+    Push(Vec<Reply>),
 }
 
 impl Reply {
@@ -105,6 +107,7 @@ impl Reply {
                 out.put_slice(b"\r\n");
             }
             Reply::Verbatim(s) => bulk(out, s.as_bytes()),
+            Reply::Push(items) => seq(out, if resp3 { b'>' } else { b'*' }, items, proto),
         }
     }
 }
@@ -169,6 +172,13 @@ mod tests {
             enc(&Reply::err("ERR a\r\nb"), Protocol::Resp2),
             b"-ERR a  b\r\n"
         );
+    }
+
+    #[test]
+    fn pushes_are_arrays_in_resp2() {
+        let p = Reply::Push(vec![Reply::text("message"), Reply::Int(1)]);
+        assert_eq!(enc(&p, Protocol::Resp2), b"*2\r\n$7\r\nmessage\r\n:1\r\n");
+        assert_eq!(enc(&p, Protocol::Resp3), b">2\r\n$7\r\nmessage\r\n:1\r\n");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The registry of connected clients, for CLIENT LIST/INFO and INFO's clients section.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -53,6 +55,17 @@ impl ClientInfo {
 #[derive(Default)]
 pub struct Clients {
     map: Mutex<BTreeMap<u64, ClientInfo>>,
+    /// Pub/sub subscriptions on this node: client id -> (channels, patterns).
+    subs: Mutex<BTreeMap<u64, Subscriptions>>,
+}
+
+/// One client's channels and patterns.
+#[derive(Default, Debug, Clone)]
+pub struct Subscriptions {
+    /// Exact channels.
+    pub channels: BTreeSet<Bytes>,
+    /// Glob patterns.
+    pub patterns: BTreeSet<Bytes>,
 }
 
 impl Clients {
@@ -63,11 +76,42 @@ impl Clients {
         }
     }
 
-    /// Removes a connection.
+    /// Removes a connection (and its subscriptions).
     pub fn remove(&self, id: u64) {
         if let Ok(mut m) = self.map.lock() {
             m.remove(&id);
         }
+        self.set_subscriptions(id, Subscriptions::default());
+    }
+
+    /// Records a client's current subscriptions (empty: none).
+    pub fn set_subscriptions(&self, id: u64, subs: Subscriptions) {
+        if let Ok(mut m) = self.subs.lock() {
+            if subs.channels.is_empty() && subs.patterns.is_empty() {
+                m.remove(&id);
+            } else {
+                m.insert(id, subs);
+            }
+        }
+    }
+
+    /// How many local receivers a message on `channel` has: one per client subscribed to
+    /// the channel plus one per matching pattern of each client, as Redis counts for PUBLISH.
+    pub fn receivers(&self, channel: &[u8]) -> i64 {
+        let Ok(m) = self.subs.lock() else {
+            return 0;
+        };
+        m.values()
+            .map(|s| {
+                let exact = s.channels.contains(channel) as i64;
+                let by_pattern = s
+                    .patterns
+                    .iter()
+                    .filter(|p| crate::state::pattern::matches(p, channel))
+                    .count() as i64;
+                exact + by_pattern
+            })
+            .sum()
     }
 
     /// Updates a connection's record.

@@ -3,6 +3,14 @@
 //! Pipelined requests are parsed together. Consecutive writes are submitted together (so they
 //! can share a log entry) and consecutive reads likewise; a read never overtakes an earlier
 //! write of the same connection, and connection commands see every earlier reply encoded.
+//!
+//! Submodules hold the session's other modes: [`pubsub`] (subscribed connections receive
+//! the messages the local state machine applies), [`txn`] (MULTI queueing, WATCH) and
+//! [`blocking`] (BLPOP and EXEC, which wait for replies inline).
+
+mod blocking;
+mod pubsub;
+mod txn;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,12 +45,35 @@ pub struct Session {
     out: BytesMut,
     slots: Vec<Slot>,
     quit: bool,
+    pubsub: pubsub::PubSub,
+    txn: txn::Txn,
+    stop: watch::Receiver<bool>,
 }
 
 enum Slot {
     Ready(Reply),
     Write(oneshot::Receiver<Reply>, Instant),
     Read(oneshot::Receiver<Reply>, Instant),
+    /// A PUBLISH: its reply becomes the number of local receivers of the channel.
+    Publish(oneshot::Receiver<Reply>, Instant, Bytes),
+}
+
+/// Waits for a write's reply until its deadline.
+async fn await_write(rx: oneshot::Receiver<Reply>, deadline: Instant) -> Reply {
+    match tokio::time::timeout_at(deadline, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Reply::err("TRYAGAIN write outcome unknown: the proposer stopped"),
+        Err(_) => write_timeout(),
+    }
+}
+
+/// Waits for a read's reply until its deadline.
+async fn await_read(rx: oneshot::Receiver<Reply>, deadline: Instant) -> Reply {
+    match tokio::time::timeout_at(deadline, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Reply::err("TRYAGAIN read failed: the reader stopped"),
+        Err(_) => Reply::err("TIMEOUT read did not complete before the deadline"),
+    }
 }
 
 /// Serves one connection until it closes, errs or the server stops.
@@ -68,6 +99,9 @@ pub async fn serve(
             out: BytesMut::new(),
             slots: Vec::new(),
             quit: false,
+            pubsub: pubsub::PubSub::default(),
+            txn: txn::Txn::default(),
+            stop: stop.clone(),
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -139,6 +173,15 @@ impl Session {
                         return Ok(());
                     }
                 }
+                Some(event) = self.pubsub.next_event() => {
+                    for msg in self.pubsub.messages(&event) {
+                        msg.encode(self.proto, &mut self.out);
+                    }
+                    if !self.out.is_empty() {
+                        stream.write_all(&self.out).await?;
+                        self.out.clear();
+                    }
+                }
                 _ = stop.changed() => return Ok(()),
             }
         }
@@ -153,20 +196,31 @@ impl Session {
             c.cmd.clone_from(&name);
         });
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
-        // Admin commands keep their raw arguments, to forward them to the leader.
-        let mut raw = None;
-        let parsed = match cmd::resolve(&argv) {
-            Err(reply) => Err(reply),
+        let resolved = match cmd::resolve(&argv) {
             Ok(spec) if !self.authed && !spec.no_auth() => {
                 Err(Reply::err("NOAUTH Authentication required."))
             }
-            Ok(spec) => {
-                if spec.name.starts_with("raft.") {
-                    raw = Some(argv.clone());
-                }
-                (spec.parse)(&mut Args::new(argv))
-            }
+            other => other,
         };
+        if self.txn.active() && !blocking::runs_inside_multi(&name) {
+            let reply = self.queue(resolved, argv);
+            self.slots.push(Slot::Ready(reply));
+            return Ok(());
+        }
+        if self.pubsub.active()
+            && self.proto == Protocol::Resp2
+            && !pubsub::allowed_when_subscribed(&name)
+        {
+            let reply = resolved.and_then(|_| Err(pubsub::not_allowed(&name)));
+            self.slots.push(Slot::Ready(reply.unwrap_or_else(|e| e)));
+            return Ok(());
+        }
+        // Admin commands keep their raw arguments, to forward them to the leader.
+        let raw = match &resolved {
+            Ok(spec) if spec.name.starts_with("raft.") => Some(argv.clone()),
+            _ => None,
+        };
+        let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
             Ok(Request::Write(Command::Lock(lock))) if lock.wait_ms > 0 => {
@@ -174,19 +228,55 @@ impl Session {
                 let reply = self.lock_wait(lock).await;
                 self.slots.push(Slot::Ready(reply));
             }
+            Ok(Request::Write(Command::BPop(pop))) => {
+                self.finish_slots(stream).await?;
+                let reply = self.blocking_pop(pop, stream).await;
+                self.slots.push(Slot::Ready(reply));
+            }
             Ok(Request::Write(c)) => {
                 if self.slots.iter().any(|s| matches!(s, Slot::Read(..))) {
                     self.finish_slots(stream).await?;
                 }
-                self.slots
-                    .push(Slot::Write(shared.proposer.submit(c), deadline()));
+                let channel = match &c {
+                    Command::Publish(p) => Some(p.channel.clone()),
+                    _ => None,
+                };
+                let rx = shared.proposer.submit(c);
+                self.slots.push(match channel {
+                    Some(ch) => Slot::Publish(rx, deadline(), ch),
+                    None => Slot::Write(rx, deadline()),
+                });
             }
             Ok(Request::Read(c)) => {
-                if self.slots.iter().any(|s| matches!(s, Slot::Write(..))) {
+                if self
+                    .slots
+                    .iter()
+                    .any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_)))
+                {
                     self.finish_slots(stream).await?;
                 }
                 self.slots
                     .push(Slot::Read(shared.reader.submit(c), deadline()));
+            }
+            Ok(Request::Conn(ConnCmd::Txn(t))) => {
+                self.finish_slots(stream).await?;
+                let reply = self.txn_cmd(t).await;
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Conn(ConnCmd::Sub(sub))) => {
+                self.finish_slots(stream).await?;
+                let events = || {
+                    self.shared
+                        .state
+                        .read()
+                        .ok()
+                        .map(|st| st.events.subscribe())
+                };
+                let replies = self.pubsub.apply(sub, events);
+                self.shared
+                    .clients
+                    .set_subscriptions(self.id, self.pubsub.subscriptions());
+                self.slots.extend(replies.into_iter().map(Slot::Ready));
             }
             Ok(Request::Conn(c)) => {
                 self.finish_slots(stream).await?;
@@ -207,18 +297,12 @@ impl Session {
         for slot in std::mem::take(&mut self.slots) {
             let reply = match slot {
                 Slot::Ready(r) => r,
-                Slot::Write(rx, deadline) => match tokio::time::timeout_at(deadline, rx).await {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(_)) => {
-                        Reply::err("TRYAGAIN write outcome unknown: the proposer stopped")
-                    }
-                    Err(_) => write_timeout(),
-                },
-                Slot::Read(rx, deadline) => match tokio::time::timeout_at(deadline, rx).await {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(_)) => Reply::err("TRYAGAIN read failed: the reader stopped"),
-                    Err(_) => Reply::err("TIMEOUT read did not complete before the deadline"),
-                },
+                Slot::Write(rx, deadline) => await_write(rx, deadline).await,
+                Slot::Read(rx, deadline) => await_read(rx, deadline).await,
+                Slot::Publish(rx, deadline, channel) => {
+                    let reply = await_write(rx, deadline).await;
+                    self.publish_count(reply, &channel)
+                }
             };
             reply.encode(self.proto, &mut self.out);
             if self.out.len() >= OUT_FLUSH {
@@ -227,6 +311,14 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// PUBLISH's reply: the number of receivers on this node (apply cannot know them).
+    fn publish_count(&self, reply: Reply, channel: &[u8]) -> Reply {
+        match reply {
+            Reply::Int(_) => Reply::Int(self.shared.clients.receivers(channel)),
+            other => other,
+        }
     }
 
     /// LOCK ... WAIT ms: retries while another owner holds the lock, until the wait elapses.
@@ -271,6 +363,12 @@ impl Session {
     /// Executes a connection command.
     fn conn(&mut self, c: ConnCmd) -> Reply {
         match c {
+            ConnCmd::Ping(msg) if self.pubsub.active() && self.proto == Protocol::Resp2 => {
+                Reply::Array(vec![
+                    Reply::text("pong"),
+                    Reply::Bulk(msg.unwrap_or_default()),
+                ])
+            }
             ConnCmd::Ping(None) => Reply::Simple("PONG".into()),
             ConnCmd::Ping(Some(m)) | ConnCmd::Echo(m) => Reply::Bulk(m),
             ConnCmd::Hello(h) => self.hello(h),
@@ -282,6 +380,11 @@ impl Session {
                 Reply::ok()
             }
             ConnCmd::Reset => {
+                self.txn.reset();
+                self.pubsub.clear();
+                self.shared
+                    .clients
+                    .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.proto = Protocol::Resp2;
                 self.name = None;
                 self.authed = self.shared.config.requirepass.is_none();
@@ -296,6 +399,8 @@ impl Session {
             ConnCmd::Info(sections) => {
                 Reply::Verbatim(crate::cmd::info::render(&sections, &self.shared.info()))
             }
+            // Handled in `handle` (they need to await or change the session's mode).
+            ConnCmd::Txn(_) | ConnCmd::Sub(_) => Reply::err("ERR internal: misrouted command"),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The replicated keyspace: entries with optional deadlines, per-key fences and the revision.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -11,11 +11,23 @@ use crate::resp::Reply;
 /// Redis's reply for an operation on a key of another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
+/// A Redis hash. Fields keep insertion order (an update keeps the field's place, a delete
+/// closes the gap), which is the order Redis 7 replies with for small (listpack) hashes.
+/// Iteration is over the entry vector, never a hash order, so it is deterministic.
+pub type Hash = indexmap::IndexMap<Bytes, Bytes>;
+
+/// A Redis list.
+pub type List = VecDeque<Bytes>;
+
 /// A stored value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Value {
     /// A Redis string. Any string key is also a lock whose owner is its value.
     Str(Bytes),
+    /// A Redis hash (never empty while stored).
+    Hash(Hash),
+    /// A Redis list (never empty while stored).
+    List(List),
 }
 
 impl Value {
@@ -23,6 +35,17 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+        }
+    }
+
+    /// True for an empty hash or list (such a key is removed, as Redis does).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
         }
     }
 }
@@ -36,6 +59,8 @@ pub struct Entry {
     pub expire_at: Option<u64>,
     /// Fencing token: the revision at which the current owner (value) first wrote the key.
     pub token: u64,
+    /// The revision of the last write to this key (WATCH compares it at EXEC).
+    pub modified: u64,
 }
 
 impl Entry {
@@ -60,6 +85,10 @@ pub struct Changes {
     pub entries: Vec<(Bytes, Option<Entry>)>,
     /// Fences to write.
     pub fences: Vec<(Bytes, u64)>,
+    /// Cached scripts to write (`Some` body) or delete (`None`), by SHA1 hex.
+    pub scripts: Vec<(String, Option<Bytes>)>,
+    /// The script instruction budget, if it changed.
+    pub script_budget: Option<u64>,
 }
 
 /// The whole replicated state machine data.
@@ -69,6 +98,8 @@ pub struct Keyspace {
     fences: BTreeMap<Bytes, u64>,
     revision: u64,
     clock: ClusterClock,
+    /// The replicated script cache (SHA1 hex -> body) and budget.
+    pub(super) scripts: super::scripts::ScriptCache,
     #[serde(skip)]
     expiries: BTreeSet<(u64, Bytes)>,
     #[serde(skip)]
@@ -77,6 +108,17 @@ pub struct Keyspace {
     dirty_fences: BTreeSet<Bytes>,
     #[serde(skip)]
     events: Vec<Event>,
+    #[serde(skip)]
+    journal: Option<Journal>,
+}
+
+/// Undo information for one script run: the first old value of everything it touched.
+#[derive(Clone, Debug, Default)]
+struct Journal {
+    entries: BTreeMap<Bytes, Option<Entry>>,
+    fences: BTreeMap<Bytes, Option<u64>>,
+    revision: u64,
+    events: usize,
 }
 
 /// Something apply wants the local node to observe after the batch is durable: an output of
@@ -153,6 +195,72 @@ impl Keyspace {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::Str(b)) => Ok(Some(b)),
+            Some(_) => Err(Reply::err(WRONGTYPE)),
+        }
+    }
+
+    /// The live hash at `key`, `Ok(None)` if absent, or WRONGTYPE.
+    pub fn get_hash(&self, key: &[u8], now: u64) -> Result<Option<&Hash>, Reply> {
+        match self.get(key, now).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Hash(h)) => Ok(Some(h)),
+            Some(_) => Err(Reply::err(WRONGTYPE)),
+        }
+    }
+
+    /// The live list at `key`, `Ok(None)` if absent, or WRONGTYPE.
+    pub fn get_list(&self, key: &[u8], now: u64) -> Result<Option<&List>, Reply> {
+        match self.get(key, now).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::List(l)) => Ok(Some(l)),
+            Some(_) => Err(Reply::err(WRONGTYPE)),
+        }
+    }
+
+    /// The live value at `key` for in-place modification, creating it with `empty()` when
+    /// absent (if `empty` is given). WRONGTYPE if `fits` rejects the existing value. The key
+    /// is marked written; the caller must call [`Keyspace::drop_if_empty`] after removing
+    /// elements.
+    pub fn value_mut(
+        &mut self,
+        key: &Bytes,
+        now: u64,
+        fits: fn(&Value) -> bool,
+        empty: Option<fn() -> Value>,
+    ) -> Result<Option<&mut Value>, Reply> {
+        match self.get(key, now) {
+            Some(e) if !fits(&e.value) => return Err(Reply::err(WRONGTYPE)),
+            Some(_) => {}
+            None => match empty {
+                None => return Ok(None),
+                Some(make) => {
+                    let entry = Entry {
+                        value: make(),
+                        expire_at: None,
+                        token: self.revision,
+                        modified: self.revision,
+                    };
+                    self.insert(key.clone(), entry);
+                }
+            },
+        }
+        self.note(key);
+        self.dirty.insert(key.clone());
+        let revision = self.revision;
+        Ok(self.entries.get_mut(key).map(|e| {
+            e.modified = revision;
+            &mut e.value
+        }))
+    }
+
+    /// Removes `key` if it holds an empty hash or list.
+    pub fn drop_if_empty(&mut self, key: &[u8], now: u64) {
+        if self
+            .entries
+            .get(key)
+            .is_some_and(|e| e.value.is_empty_collection())
+        {
+            self.remove(key, now);
         }
     }
 
@@ -180,12 +288,19 @@ impl Keyspace {
                 value: Value::Str(value),
                 expire_at,
                 token,
+                modified: 0,
             },
         );
     }
 
-    /// Inserts or replaces an entry.
-    pub fn insert(&mut self, key: Bytes, entry: Entry) {
+    /// Inserts or replaces an entry (its `modified` becomes the current revision).
+    pub fn insert(&mut self, key: Bytes, mut entry: Entry) {
+        self.note(&key);
+        entry.modified = self.revision;
+        self.raw_insert(key, entry);
+    }
+
+    fn raw_insert(&mut self, key: Bytes, entry: Entry) {
         if let Some(old) = self.entries.get(&key) {
             if let Some(at) = old.expire_at {
                 self.expiries.remove(&(at, key.clone()));
@@ -200,6 +315,9 @@ impl Keyspace {
 
     /// Removes `key`; returns the entry if it was live at `now`.
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
+        if self.journal.is_some() && self.entries.contains_key(key) {
+            self.note(&Bytes::copy_from_slice(key));
+        }
         let (k, old) = self.entries.remove_entry(key)?;
         if let Some(at) = old.expire_at {
             self.expiries.remove(&(at, k.clone()));
@@ -226,6 +344,10 @@ impl Keyspace {
     /// Raises the fence of `key` to `token` if it is higher.
     pub fn raise_fence(&mut self, key: &Bytes, token: u64) {
         if token > self.fence(key) {
+            if let Some(j) = &mut self.journal {
+                let old = self.fences.get(key).copied();
+                j.fences.entry(key.clone()).or_insert(old);
+            }
             self.fences.insert(key.clone(), token);
             self.dirty_fences.insert(key.clone());
         }
@@ -277,6 +399,7 @@ impl Keyspace {
 
     /// Takes the keys and fences changed since the last call.
     pub fn take_changes(&mut self) -> Changes {
+        let (scripts, script_budget) = self.scripts.take_changes();
         let entries = std::mem::take(&mut self.dirty).into_iter().map(|k| {
             let e = self.entries.get(&k).cloned();
             (k, e)
@@ -288,6 +411,62 @@ impl Keyspace {
         Changes {
             entries: entries.collect(),
             fences: fences.collect(),
+            scripts,
+            script_budget,
+        }
+    }
+
+    /// Starts recording undo information (a script is about to run).
+    pub fn begin_undo(&mut self) {
+        self.journal = Some(Journal {
+            revision: self.revision,
+            events: self.events.len(),
+            ..Default::default()
+        });
+    }
+
+    /// Stops recording and keeps every change.
+    pub fn commit_undo(&mut self) {
+        self.journal = None;
+    }
+
+    /// Stops recording and restores everything changed since [`Keyspace::begin_undo`]:
+    /// entries, fences, the revision and the recorded events (a budget abort leaves no trace).
+    pub fn rollback_undo(&mut self) {
+        let Some(j) = self.journal.take() else {
+            return;
+        };
+        for (key, old) in j.entries {
+            match old {
+                Some(entry) => self.raw_insert(key, entry),
+                None => {
+                    if let Some(e) = self.entries.remove(&key) {
+                        if let Some(at) = e.expire_at {
+                            self.expiries.remove(&(at, key.clone()));
+                        }
+                    }
+                    self.dirty.insert(key);
+                }
+            }
+        }
+        for (key, old) in j.fences {
+            match old {
+                Some(f) => self.fences.insert(key.clone(), f),
+                None => self.fences.remove(&key),
+            };
+            self.dirty_fences.insert(key);
+        }
+        self.revision = j.revision;
+        self.events.truncate(j.events);
+    }
+
+    /// Records the current entry of `key` in the journal, the first time it is touched.
+    fn note(&mut self, key: &Bytes) {
+        if let Some(j) = &mut self.journal {
+            if !j.entries.contains_key(key) {
+                j.entries
+                    .insert(key.clone(), self.entries.get(key).cloned());
+            }
         }
     }
 
@@ -305,6 +484,7 @@ impl Keyspace {
     pub fn clear_changes(&mut self) {
         self.dirty.clear();
         self.dirty_fences.clear();
+        self.scripts.take_changes();
     }
 
     /// Iterates all stored entries (for snapshots and full rewrites).

@@ -5,6 +5,8 @@
 pub mod clock;
 pub mod keyspace;
 pub mod pattern;
+pub mod scripts;
 
 pub use clock::ClusterClock;
-pub use keyspace::{Entry, Event, Keyspace, Value};
+pub use keyspace::{Entry, Event, Hash, Keyspace, List, Value};
+pub use scripts::DEFAULT_SCRIPT_BUDGET;

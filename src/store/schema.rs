@@ -7,6 +7,8 @@
 //! - `log`: u64 BE index -> postcard `Entry<TypeConfig>` (key order is log order).
 //! - `kv`: user key bytes -> postcard [`crate::state::Entry`].
 //! - `fence`: user key bytes -> u64 BE fence.
+//! - `script`: SHA1 hex of a cached script -> its body; plus the key `#budget` -> u64 BE,
+//!   the script instruction budget (`#` cannot start a hex SHA1).
 
 use std::path::Path;
 
@@ -28,6 +30,10 @@ pub const CF_LOG: &str = "log";
 pub const CF_KV: &str = "kv";
 /// Fences.
 pub const CF_FENCE: &str = "fence";
+/// The replicated script cache (and the script budget).
+pub const CF_SCRIPT: &str = "script";
+/// The key of the script budget in [`CF_SCRIPT`].
+pub const K_SCRIPT_BUDGET: &[u8] = b"#budget";
 
 /// Meta keys.
 pub const K_FORMAT: &[u8] = b"format_version";
@@ -121,7 +127,7 @@ pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
     opts.create_missing_column_families(true);
     opts.set_recycle_log_file_num(4);
     opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
-    let cfs = [CF_META, CF_LOG, CF_KV, CF_FENCE]
+    let cfs = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT]
         .map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
     let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(read_err)?;
     let meta = cf(&db, CF_META)?;

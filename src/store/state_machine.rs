@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::schema::{
     cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, StoredSnapshot, CF_FENCE,
-    CF_KV, CF_META, K_APPLIED, K_SNAPSHOT,
+    CF_KV, CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET, K_SNAPSHOT,
 };
 use crate::cmd::Ctx;
 use crate::raft::{Batch, BatchReply, Entry, LogId, NodeId, StorageError, TypeConfig};
@@ -113,7 +113,9 @@ impl StateMachine {
                 })?,
             );
         }
-        let ks = Keyspace::from_parts(entries, fences, meta.revision, meta.clock);
+        let mut ks = Keyspace::from_parts(entries, fences, meta.revision, meta.clock);
+        let (scripts, budget) = load_scripts(&db)?;
+        ks.set_scripts(scripts, budget);
         let state = SmState {
             ks,
             last_applied: meta.last_applied,
@@ -151,6 +153,16 @@ impl StateMachine {
         for (k, f) in changes.fences {
             wb.put_cf(fence, &k, f.to_be_bytes());
         }
+        let script = cf(&self.db, CF_SCRIPT)?;
+        for (sha, body) in changes.scripts {
+            match body {
+                Some(b) => wb.put_cf(script, sha.as_bytes(), &b),
+                None => wb.delete_cf(script, sha.as_bytes()),
+            }
+        }
+        if let Some(budget) = changes.script_budget {
+            wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
+        }
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
         // Not synced: the log entries are synced, and the single WAL orders this write after
         // them, so a crash can only lose a suffix that replaying the log restores.
@@ -164,8 +176,9 @@ impl StateMachine {
             cf(&self.db, CF_FENCE)?,
             cf(&self.db, CF_META)?,
         );
+        let script = cf(&self.db, CF_SCRIPT)?;
         let mut wb = WriteBatch::default();
-        for family in [kv, fence] {
+        for family in [kv, fence, script] {
             for item in self.db.iterator_cf(family, IteratorMode::Start) {
                 let (k, _) = item.map_err(read_err)?;
                 wb.delete_cf(family, k);
@@ -177,9 +190,32 @@ impl StateMachine {
         for (k, f) in st.ks.fences() {
             wb.put_cf(fence, k, f.to_be_bytes());
         }
+        for (sha, body) in st.ks.scripts() {
+            wb.put_cf(script, sha.as_bytes(), body);
+        }
+        let budget = st.ks.script_budget_setting();
+        wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
         self.db.write(wb).map_err(write_err)
     }
+}
+
+/// Reads the persisted script cache and budget.
+fn load_scripts(db: &DB) -> Result<(BTreeMap<String, Bytes>, u64), StorageError> {
+    let mut scripts = BTreeMap::new();
+    let mut budget = 0;
+    for item in db.iterator_cf(cf(db, CF_SCRIPT)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(read_err)?;
+        if k.as_ref() == K_SCRIPT_BUDGET {
+            budget = decode_u64(&v).unwrap_or(0);
+        } else {
+            scripts.insert(
+                String::from_utf8_lossy(&k).into_owned(),
+                Bytes::from(v.to_vec()),
+            );
+        }
+    }
+    Ok((scripts, budget))
 }
 
 fn applied_meta(st: &SmState) -> AppliedMeta {

@@ -10,10 +10,17 @@
 mod common;
 
 mod bad_input;
+mod blpop;
 mod cluster;
+mod cluster_scripting;
 mod differential;
 mod durability;
 mod handshake;
+mod lock_scripts;
 mod locks;
+mod pubsub;
 mod rmw;
+mod scripting;
 mod seed_scenario;
+mod transactions;
+mod types;

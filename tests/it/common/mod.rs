@@ -76,6 +76,15 @@ pub fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
     out
 }
 
+/// `VERB first numkeys keys... args...` (EVAL, EVALSHA and their _RO forms).
+pub fn eval_argv(verb: &str, first: &str, keys: &[&str], args: &[&str]) -> Vec<Vec<u8>> {
+    let mut v = vec![verb.as_bytes().to_vec(), first.as_bytes().to_vec()];
+    v.push(keys.len().to_string().into_bytes());
+    v.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+    v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+    v
+}
+
 /// Splits a command written as one line on ASCII whitespace (no quoting).
 pub fn words(line: &str) -> Vec<Vec<u8>> {
     line.split_ascii_whitespace()

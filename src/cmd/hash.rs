@@ -1,0 +1,263 @@
+//! Hashes: `HSET key field value [field value ...]`, `HMSET` (same, replies +OK),
+//! `HSETNX key field value`, `HGET key field`, `HMGET key field [field ...]`,
+//! `HDEL key field [field ...]`, `HEXISTS key field`, `HINCRBY key field increment`,
+//! `HLEN key`, `HGETALL key`, `HKEYS key`, `HVALS key`.
+//!
+//! Fields keep insertion order (see [`crate::state::Hash`]), so HGETALL replies match a
+//! Redis small hash byte for byte.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{wrong_arity, Command, Ctx, Request};
+use crate::resp::args::{parse_i64, NOT_INTEGER};
+use crate::resp::{Args, Reply};
+use crate::state::{Hash, Keyspace, Value};
+
+/// Which reply an HSET-like command gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HSetForm {
+    /// HSET: the number of new fields.
+    HSet,
+    /// HMSET: +OK.
+    HMSet,
+    /// HSETNX: 1 if set, 0 if the field existed (and nothing changed).
+    HSetNx,
+}
+
+/// Sets fields of a hash, creating it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HSet {
+    /// The key.
+    pub key: Bytes,
+    /// Field/value pairs, in argument order.
+    pub pairs: Vec<(Bytes, Bytes)>,
+    /// Reply shape.
+    pub form: HSetForm,
+}
+
+/// Deletes fields; replies with how many existed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HDel {
+    /// The key.
+    pub key: Bytes,
+    /// The fields.
+    pub fields: Vec<Bytes>,
+}
+
+/// Adds to an integer field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HIncrBy {
+    /// The key.
+    pub key: Bytes,
+    /// The field.
+    pub field: Bytes,
+    /// The increment.
+    pub by: i64,
+}
+
+/// A read of a hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HReadOp {
+    /// HGET.
+    Get(Bytes),
+    /// HMGET.
+    MGet(Vec<Bytes>),
+    /// HEXISTS.
+    Exists(Bytes),
+    /// HLEN.
+    Len,
+    /// HGETALL.
+    GetAll,
+    /// HKEYS.
+    Keys,
+    /// HVALS.
+    Vals,
+}
+
+/// A read-only hash command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HRead {
+    /// The key.
+    pub key: Bytes,
+    /// What to read.
+    pub op: HReadOp,
+}
+
+/// Parses HSET, HMSET and HSETNX.
+pub fn parse_hset(args: &mut Args) -> Result<Request, Reply> {
+    let name = args.name().to_string();
+    let key = args.arg()?;
+    let rest = args.rest();
+    if !rest.len().is_multiple_of(2) || (name == "hsetnx" && rest.len() != 2) {
+        return Err(wrong_arity(&name));
+    }
+    let pairs = rest
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
+    let form = match name.as_str() {
+        "hmset" => HSetForm::HMSet,
+        "hsetnx" => HSetForm::HSetNx,
+        _ => HSetForm::HSet,
+    };
+    Ok(Request::Write(Command::HSet(HSet { key, pairs, form })))
+}
+
+/// Parses HDEL.
+pub fn parse_hdel(args: &mut Args) -> Result<Request, Reply> {
+    let key = args.arg()?;
+    Ok(Request::Write(Command::HDel(HDel {
+        key,
+        fields: args.rest(),
+    })))
+}
+
+/// Parses HINCRBY.
+pub fn parse_hincrby(args: &mut Args) -> Result<Request, Reply> {
+    let key = args.arg()?;
+    let field = args.arg()?;
+    let by = args.next_i64()?;
+    Ok(Request::Write(Command::HIncrBy(HIncrBy { key, field, by })))
+}
+
+/// Parses the read-only hash commands.
+pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
+    let name = args.name().to_string();
+    let key = args.arg()?;
+    let op = match name.as_str() {
+        "hget" => HReadOp::Get(args.arg()?),
+        "hmget" => HReadOp::MGet(args.rest()),
+        "hexists" => HReadOp::Exists(args.arg()?),
+        "hlen" => HReadOp::Len,
+        "hkeys" => HReadOp::Keys,
+        "hvals" => HReadOp::Vals,
+        _ => HReadOp::GetAll,
+    };
+    Ok(Request::Read(Command::HRead(HRead { key, op })))
+}
+
+fn is_hash(v: &Value) -> bool {
+    matches!(v, Value::Hash(_))
+}
+
+fn new_hash() -> Value {
+    Value::Hash(Hash::default())
+}
+
+/// The hash inside a value returned by `value_mut` with `is_hash`.
+fn as_hash(v: &mut Value) -> Option<&mut Hash> {
+    match v {
+        Value::Hash(h) => Some(h),
+        _ => None,
+    }
+}
+
+impl HSet {
+    /// Applies the write.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        if self.form == HSetForm::HSetNx {
+            match ks.get_hash(&self.key, ctx.now) {
+                Err(e) => return e,
+                Ok(Some(h)) if h.contains_key(&self.pairs[0].0) => return Reply::Int(0),
+                Ok(_) => {}
+            }
+        }
+        let hash = match ks.value_mut(&self.key, ctx.now, is_hash, Some(new_hash)) {
+            Err(e) => return e,
+            Ok(v) => v.and_then(as_hash),
+        };
+        let Some(hash) = hash else {
+            return Reply::err("ERR internal: hash missing");
+        };
+        let mut added = 0;
+        for (f, v) in &self.pairs {
+            if hash.insert(f.clone(), v.clone()).is_none() {
+                added += 1;
+            }
+        }
+        match self.form {
+            HSetForm::HSet => Reply::Int(added),
+            HSetForm::HMSet => Reply::ok(),
+            HSetForm::HSetNx => Reply::Int(1),
+        }
+    }
+}
+
+impl HDel {
+    /// Applies the deletion; an emptied hash is removed.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        match ks.get_hash(&self.key, ctx.now) {
+            Err(e) => return e,
+            Ok(None) => return Reply::Int(0),
+            Ok(Some(h)) if !self.fields.iter().any(|f| h.contains_key(f)) => return Reply::Int(0),
+            Ok(Some(_)) => {}
+        }
+        let mut removed = 0;
+        if let Ok(Some(hash)) = ks
+            .value_mut(&self.key, ctx.now, is_hash, None)
+            .map(|v| v.and_then(as_hash))
+        {
+            for f in &self.fields {
+                if hash.shift_remove(f).is_some() {
+                    removed += 1;
+                }
+            }
+        }
+        ks.drop_if_empty(&self.key, ctx.now);
+        Reply::Int(removed)
+    }
+}
+
+impl HIncrBy {
+    /// Applies the increment.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        let current = match ks.get_hash(&self.key, ctx.now) {
+            Err(e) => return e,
+            Ok(h) => h.and_then(|h| h.get(&self.field)),
+        };
+        let current = match current {
+            None => 0,
+            Some(v) => match parse_i64(v) {
+                Some(n) => n,
+                None => return Reply::err("ERR hash value is not an integer"),
+            },
+        };
+        let Some(next) = current.checked_add(self.by) else {
+            return Reply::err("ERR increment or decrement would overflow");
+        };
+        match ks.value_mut(&self.key, ctx.now, is_hash, Some(new_hash)) {
+            Ok(Some(Value::Hash(h))) => {
+                h.insert(self.field.clone(), Bytes::from(next.to_string()));
+                Reply::Int(next)
+            }
+            Err(e) => e,
+            Ok(_) => Reply::err(NOT_INTEGER),
+        }
+    }
+}
+
+impl HRead {
+    /// Answers the read at `now`.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        let empty = Hash::default();
+        let hash = match ks.get_hash(&self.key, now) {
+            Err(e) => return e,
+            Ok(h) => h.unwrap_or(&empty),
+        };
+        let value = |f: &Bytes| hash.get(f).cloned().map_or(Reply::Nil, Reply::Bulk);
+        match &self.op {
+            HReadOp::Get(f) => value(f),
+            HReadOp::MGet(fs) => Reply::Array(fs.iter().map(value).collect()),
+            HReadOp::Exists(f) => Reply::Int(hash.contains_key(f) as i64),
+            HReadOp::Len => Reply::Int(hash.len() as i64),
+            HReadOp::GetAll => Reply::Map(
+                hash.iter()
+                    .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+                    .collect(),
+            ),
+            HReadOp::Keys => Reply::Array(hash.keys().cloned().map(Reply::Bulk).collect()),
+            HReadOp::Vals => Reply::Array(hash.values().cloned().map(Reply::Bulk).collect()),
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Transactions: `MULTI`, `EXEC`, `DISCARD`, `WATCH key [key ...]`, `UNWATCH`.
+//!
+//! The session queues commands after MULTI; EXEC sends them as one [`Exec`] command, which
+//! is one replicated unit: every replica applies all of them at once, or none when a watched
+//! key changed. WATCH reads each key's `modified` revision (a linearizable read); EXEC
+//! compares them at apply time, so the check and the writes are atomic.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Command, ConnCmd, Ctx, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// Session-level transaction commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnCmd {
+    /// MULTI.
+    Multi,
+    /// EXEC.
+    Exec,
+    /// DISCARD.
+    Discard,
+    /// WATCH keys.
+    Watch(Vec<Bytes>),
+    /// UNWATCH.
+    Unwatch,
+}
+
+/// Parses MULTI, EXEC, DISCARD, WATCH and UNWATCH.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let cmd = match args.name() {
+        "multi" => TxnCmd::Multi,
+        "exec" => TxnCmd::Exec,
+        "discard" => TxnCmd::Discard,
+        "watch" => TxnCmd::Watch(args.rest()),
+        _ => TxnCmd::Unwatch,
+    };
+    Ok(Request::Conn(ConnCmd::Txn(cmd)))
+}
+
+/// The `modified` revisions of keys, read for WATCH (nil for a missing key).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    /// The keys.
+    pub keys: Vec<Bytes>,
+}
+
+impl Versions {
+    /// Reads the versions at `now`.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        Reply::Array(
+            self.keys
+                .iter()
+                .map(|k| version(ks, k, now).map_or(Reply::Nil, |v| Reply::Int(v as i64)))
+                .collect(),
+        )
+    }
+}
+
+fn version(ks: &Keyspace, key: &[u8], now: u64) -> Option<u64> {
+    ks.get(key, now).map(|e| e.modified)
+}
+
+/// A transaction: watched keys with the versions seen at WATCH, and the queued commands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exec {
+    /// Key and version (None: the key did not exist).
+    pub watched: Vec<(Bytes, Option<u64>)>,
+    /// The commands, in queue order.
+    pub cmds: Vec<Command>,
+}
+
+impl Exec {
+    fn unchanged(&self, ks: &Keyspace, now: u64) -> bool {
+        self.watched.iter().all(|(k, v)| version(ks, k, now) == *v)
+    }
+
+    /// True when every queued command is a read (EXEC may then use the read path).
+    pub fn is_read_only(&self) -> bool {
+        self.cmds.iter().all(Command::is_read)
+    }
+
+    /// Applies every command (each write gets its own revision), or replies with a null
+    /// array when a watched key changed.
+    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        if !self.unchanged(ks, ctx.now) {
+            return Reply::NilArray;
+        }
+        let mut replies = Vec::with_capacity(self.cmds.len());
+        for (i, cmd) in self.cmds.iter().enumerate() {
+            let revision = if i == 0 {
+                ctx.revision
+            } else {
+                ks.bump_revision()
+            };
+            replies.push(cmd.apply(ks, Ctx { revision, ..ctx }));
+        }
+        Reply::Array(replies)
+    }
+
+    /// Answers a read-only transaction.
+    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        if !self.unchanged(ks, now) {
+            return Reply::NilArray;
+        }
+        Reply::Array(self.cmds.iter().map(|c| c.query(ks, now)).collect())
+    }
+}

@@ -1,0 +1,31 @@
+//! Pub/sub subscriptions: `SUBSCRIBE channel [channel ...]`, `UNSUBSCRIBE [channel ...]`,
+//! `PSUBSCRIBE pattern [pattern ...]`, `PUNSUBSCRIBE [pattern ...]`.
+//!
+//! Subscriptions belong to the connection and its node; the session delivers the `Publish`
+//! events that the local state machine emits (see `publish.rs`).
+
+use bytes::Bytes;
+
+use super::{ConnCmd, Request};
+use crate::resp::{Args, Reply};
+
+/// A subscription change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubCmd {
+    /// Patterns (PSUBSCRIBE/PUNSUBSCRIBE) rather than channels.
+    pub pattern: bool,
+    /// Subscribe (true) or unsubscribe.
+    pub subscribe: bool,
+    /// Channels or patterns; empty for "all" when unsubscribing.
+    pub names: Vec<Bytes>,
+}
+
+/// Parses the four commands.
+pub fn parse(args: &mut Args) -> Result<Request, Reply> {
+    let name = args.name().to_string();
+    Ok(Request::Conn(ConnCmd::Sub(SubCmd {
+        pattern: name.starts_with('p'),
+        subscribe: !name.contains("unsub"),
+        names: args.rest(),
+    })))
+}

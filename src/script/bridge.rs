@@ -1,0 +1,99 @@
+//! `redis.call` / `redis.pcall`: a script's commands go through the same dispatch table,
+//! parsers and apply functions as a client's, against the keyspace of the entry being
+//! applied (or read, for EVAL_RO), at the entry's cluster time.
+
+use bytes::Bytes;
+use mlua::{Lua, MultiValue, Value};
+
+use super::convert::{fmt_g17, reply_to_lua};
+use crate::cmd::{self, ConnCmd, Ctx, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// The keyspace a script runs against.
+pub enum Access<'a> {
+    /// EVAL/EVALSHA inside apply: writes allowed.
+    Write(&'a mut Keyspace),
+    /// EVAL_RO/EVALSHA_RO on the read path.
+    Read(&'a Keyspace),
+}
+
+impl Access<'_> {
+    /// The keyspace, read-only.
+    pub fn ks(&self) -> &Keyspace {
+        match self {
+            Access::Write(ks) => ks,
+            Access::Read(ks) => ks,
+        }
+    }
+}
+
+fn err(text: &str) -> Reply {
+    Reply::err(format!("ERR {text}"))
+}
+
+/// Turns the Lua arguments of `redis.call` into a command line, as Redis does: strings as
+/// they are, numbers with `%.17g`, anything else an error.
+pub fn argv(args: &MultiValue) -> Result<Vec<Bytes>, Reply> {
+    if args.is_empty() {
+        return Err(err(
+            "Please specify at least one argument for this redis lib call",
+        ));
+    }
+    args.iter()
+        .map(|v| match v {
+            Value::String(s) => Ok(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::Number(n) => Ok(Bytes::from(fmt_g17(*n))),
+            Value::Integer(n) => Ok(Bytes::from(n.to_string())),
+            _ => Err(err(
+                "Lua redis lib command arguments must be strings or integers",
+            )),
+        })
+        .collect()
+}
+
+/// Executes one command line for a script. Returns the reply (an error reply is what
+/// `redis.call` raises and `redis.pcall` returns).
+pub fn execute(access: &mut Access<'_>, argv: Vec<Bytes>, now: u64) -> Reply {
+    let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
+    let Some(spec) = cmd::lookup(&name) else {
+        return err("Unknown Redis command called from script");
+    };
+    if cmd::resolve(&argv).is_err() {
+        return err("Wrong number of args calling Redis command from script");
+    }
+    if spec.flags.contains(&"noscript") {
+        return not_allowed();
+    }
+    match (spec.parse)(&mut Args::new(argv)) {
+        Err(reply) => reply,
+        Ok(Request::Read(c)) => c.query(access.ks(), now),
+        Ok(Request::Write(c)) => match access {
+            Access::Read(_) => err("Write commands are not allowed from read-only scripts."),
+            Access::Write(ks) => {
+                let revision = ks.bump_revision();
+                c.apply(ks, Ctx { now, revision })
+            }
+        },
+        Ok(Request::Conn(c)) => match c {
+            ConnCmd::Ping(None) => Reply::Simple("PONG".into()),
+            ConnCmd::Ping(Some(m)) | ConnCmd::Echo(m) => Reply::Bulk(m),
+            ConnCmd::Select(0) => Reply::ok(),
+            ConnCmd::Select(_) => err("DB index is out of range"),
+            ConnCmd::Command(reply) => reply,
+            // Connection state and node-local facts (INFO, CLIENT) differ between replicas.
+            _ => not_allowed(),
+        },
+        Ok(Request::Admin(_)) => not_allowed(),
+    }
+}
+
+fn not_allowed() -> Reply {
+    err("This Redis command is not allowed from script")
+}
+
+/// Converts an executed reply for Lua: `(value, failed)`, where `failed` marks an error
+/// reply (the Lua side of `redis.call` raises it).
+pub fn to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<(Value, bool)> {
+    Ok((reply_to_lua(lua, reply, resp3)?, reply.is_error()))
+}

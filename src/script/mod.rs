@@ -1,0 +1,263 @@
+//! Sandboxed Lua 5.1 scripting (EVAL and friends), run inside apply on every replica.
+//!
+//! - [`sandbox`]: the Lua state: libraries, `redis` table, global protection, PRNG.
+//! - [`bridge`]: `redis.call`/`redis.pcall` over the command table and the keyspace.
+//! - [`convert`]: reply <-> Lua conversions exactly as Redis's `script_lua.c`.
+//!
+//! Determinism: a script sees the entry's cluster time, KEYS results are sorted, the PRNG
+//! restarts from a fixed state, and a budget of Lua instructions (plus a charge per
+//! `redis.call`) is counted identically on every replica. A script that exceeds it is
+//! aborted and all its writes are rolled back (the keyspace journal), so it either
+//! completes or leaves no trace. An ordinary error keeps the writes made before it, as in
+//! Redis.
+
+pub mod bridge;
+pub mod convert;
+pub mod sandbox;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use bytes::Bytes;
+use mlua::chunk::ChunkMode;
+use mlua::{Function, HookTriggers, Lua, MultiValue, Value, VmState};
+
+pub use bridge::Access;
+pub use sandbox::sha1_hex;
+
+use crate::resp::Reply;
+
+/// Instructions between two budget checks.
+const CHECK_EVERY: u32 = 1000;
+/// What one `redis.call` costs, in instructions.
+const CALL_COST: u64 = 100;
+/// The chunk name Redis gives scripts (error messages read `user_script:LINE: ...`).
+const CHUNK: &str = "@user_script";
+
+/// One script invocation.
+pub struct Invocation<'a> {
+    /// SHA1 hex of the body (named in error messages).
+    pub sha: &'a str,
+    /// The Lua source.
+    pub body: &'a [u8],
+    /// KEYS.
+    pub keys: &'a [Bytes],
+    /// ARGV.
+    pub args: &'a [Bytes],
+    /// Cluster time of the entry.
+    pub now: u64,
+    /// Instruction budget.
+    pub budget: u64,
+}
+
+/// Per-run state shared by the hook and the callbacks.
+#[derive(Default)]
+struct RunState {
+    used: Cell<u64>,
+    budget: Cell<u64>,
+    aborted: Cell<bool>,
+    resp3: Cell<bool>,
+    /// The error message and script line captured by the message handler.
+    failure: RefCell<Option<(String, Option<usize>)>>,
+}
+
+impl RunState {
+    /// Charges `n` instructions; true once the budget is exhausted (and from then on).
+    fn charge(&self, n: u64) -> bool {
+        self.used.set(self.used.get().saturating_add(n));
+        if self.used.get() > self.budget.get() {
+            self.aborted.set(true);
+        }
+        self.aborted.get()
+    }
+}
+
+fn abort_error() -> mlua::Error {
+    mlua::Error::runtime("script exceeded its instruction budget")
+}
+
+/// Runs a script. With write access, a budget abort rolls every change back.
+pub fn run(mut access: Access<'_>, inv: &Invocation<'_>) -> Reply {
+    if let Access::Write(ks) = &mut access {
+        ks.begin_undo();
+    }
+    let st = Rc::new(RunState::default());
+    st.budget.set(inv.budget);
+    let outcome = execute(&mut access, inv, &st);
+    let aborted = st.aborted.get();
+    if let Access::Write(ks) = &mut access {
+        if aborted {
+            ks.rollback_undo();
+        } else {
+            ks.commit_undo();
+        }
+    }
+    if aborted {
+        return Reply::err(format!(
+            "ERR Script exceeded the instruction budget of {} and was aborted; none of its writes were applied script: {}",
+            inv.budget, inv.sha
+        ));
+    }
+    match outcome {
+        Ok(reply) => reply,
+        Err(e) => Reply::err(format!("ERR internal scripting error: {e}")),
+    }
+}
+
+fn execute(
+    access: &mut Access<'_>,
+    inv: &Invocation<'_>,
+    st: &Rc<RunState>,
+) -> mlua::Result<Reply> {
+    let lua = sandbox::new_state(inv.keys, inv.args)?;
+    let f = match lua
+        .load(inv.body)
+        .set_name(CHUNK)
+        .set_mode(ChunkMode::Text)
+        .into_function()
+    {
+        Ok(f) => f,
+        Err(e) => return Ok(compile_error(&e)),
+    };
+    let g = lua.globals();
+    let xpcall: Function = g.raw_get("xpcall")?;
+    protect_catchers(&lua, st)?;
+    install_setresp(&lua, st)?;
+    let hook_st = st.clone();
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(CHECK_EVERY),
+        move |_, _| {
+            if hook_st.charge(CHECK_EVERY as u64) {
+                Err(abort_error())
+            } else {
+                Ok(VmState::Continue)
+            }
+        },
+    )?;
+    let handler_st = st.clone();
+    let handler = lua.create_function(move |lua, err: Value| {
+        let msg = error_message(&err);
+        let line = user_line(lua);
+        *handler_st.failure.borrow_mut() = Some((msg, line));
+        Ok(Value::Nil)
+    })?;
+    let now = inv.now;
+    let result = lua.scope(|scope| {
+        let call_st = st.clone();
+        let raw = scope.create_function_mut(move |lua, args: MultiValue| {
+            if call_st.charge(CALL_COST) {
+                return Err(abort_error());
+            }
+            let reply = match bridge::argv(&args) {
+                Ok(argv) => bridge::execute(access, argv, now),
+                Err(e) => e,
+            };
+            bridge::to_lua(lua, &reply, call_st.resp3.get())
+        })?;
+        sandbox::finish_state(&lua, raw)?;
+        xpcall.call::<MultiValue>((f, handler))
+    })?;
+    if st.aborted.get() {
+        return Ok(Reply::Nil);
+    }
+    let mut values = result.into_iter();
+    let ok = matches!(values.next(), Some(Value::Boolean(true)));
+    let first = values.next().unwrap_or(Value::Nil);
+    if ok {
+        return Ok(convert::lua_to_reply(&first, st.resp3.get()));
+    }
+    // Memory errors skip the message handler; their value is the message.
+    let failure = st.failure.borrow_mut().take();
+    let (msg, line) = failure.unwrap_or_else(|| (error_message(&first), None));
+    Ok(Reply::Error(match line {
+        Some(line) => format!("{msg} script: {}, on {CHUNK}:{line}.", inv.sha),
+        None => msg,
+    }))
+}
+
+/// `ERR Error compiling script (new function): user_script:1: ...`, as Redis words it.
+fn compile_error(e: &mlua::Error) -> Reply {
+    let text = match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    Reply::err(format!("ERR Error compiling script (new function): {text}"))
+}
+
+/// The message of a raised error, as Redis's error handler builds it: an error table's
+/// `err` field as is, anything else prefixed with `ERR `.
+fn error_message(err: &Value) -> String {
+    match err {
+        Value::Table(t) => match t.raw_get::<Value>("err") {
+            Ok(Value::String(s)) => convert::error_text(&s.as_bytes()),
+            _ => "ERR unknown error".into(),
+        },
+        Value::String(s) => format!("ERR {}", String::from_utf8_lossy(&s.as_bytes())),
+        Value::Number(n) => format!("ERR {}", convert::fmt_g14(*n)),
+        Value::Error(e) => format!("ERR {}", root_message(e)),
+        Value::Nil => "ERR nil".into(),
+        other => format!("ERR {}", other.type_name()),
+    }
+}
+
+/// The innermost message of an mlua error (callbacks wrap their errors).
+fn root_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => root_message(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::MemoryError(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The line of the innermost frame of the script itself (skipping C functions and the
+/// prelude), which Redis names in error replies.
+fn user_line(lua: &Lua) -> Option<usize> {
+    (0..64).find_map(|level| {
+        lua.inspect_stack(level, |d| {
+            let src = d.source();
+            (src.source.as_deref() == Some(CHUNK)).then(|| d.current_line())
+        })
+        .flatten()
+        .flatten()
+    })
+}
+
+/// Wraps `pcall`, `xpcall` and `coroutine.resume` so that a budget abort cannot be caught:
+/// once the budget is exhausted, returning from any of them raises the abort again.
+fn protect_catchers(lua: &Lua, st: &Rc<RunState>) -> mlua::Result<()> {
+    let g = lua.globals();
+    let co: mlua::Table = g.raw_get("coroutine")?;
+    for (table, name) in [(&g, "pcall"), (&g, "xpcall"), (&co, "resume")] {
+        let inner: Function = table.raw_get(name)?;
+        let st = st.clone();
+        let wrapped = lua.create_function(move |_, args: MultiValue| {
+            let out = inner.call::<MultiValue>(args);
+            if st.aborted.get() {
+                return Err(abort_error());
+            }
+            out
+        })?;
+        table.raw_set(name, wrapped)?;
+    }
+    Ok(())
+}
+
+/// `redis.setresp(2|3)`: the protocol of replies converted for the script (and of its
+/// result's booleans).
+fn install_setresp(lua: &Lua, st: &Rc<RunState>) -> mlua::Result<()> {
+    let st = st.clone();
+    let f = lua.create_function(move |_, v: Value| {
+        match v {
+            Value::Number(n) if n == 2.0 || n == 3.0 => st.resp3.set(n == 3.0),
+            Value::Integer(n) if n == 2 || n == 3 => st.resp3.set(n == 3),
+            _ => return Err(mlua::Error::runtime("RESP version must be 2 or 3.")),
+        }
+        Ok(())
+    })?;
+    let redis: mlua::Table = lua.globals().raw_get("redis")?;
+    redis.raw_set("setresp", f)
+}
+
+#[cfg(test)]
+mod tests;

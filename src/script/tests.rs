@@ -1,0 +1,306 @@
+//! Scripts run against an in-memory keyspace: the bridge, error propagation, determinism
+//! and the budget.
+
+use bytes::Bytes;
+
+use super::*;
+use crate::state::{Event, Keyspace};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn eval_at(
+    ks: &mut Keyspace,
+    body: &str,
+    keys: &[&str],
+    args: &[&str],
+    now: u64,
+    budget: u64,
+) -> Reply {
+    let keys: Vec<Bytes> = keys.iter().map(|k| b(k)).collect();
+    let args: Vec<Bytes> = args.iter().map(|a| b(a)).collect();
+    ks.bump_revision();
+    let inv = Invocation {
+        sha: "0000",
+        body: body.as_bytes(),
+        keys: &keys,
+        args: &args,
+        now,
+        budget,
+    };
+    run(Access::Write(ks), &inv)
+}
+
+fn eval(ks: &mut Keyspace, body: &str, keys: &[&str], args: &[&str]) -> Reply {
+    eval_at(ks, body, keys, args, 1000, 1_000_000)
+}
+
+fn cmd(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
+    crate::cmd::run_line(ks, line, now)
+}
+
+#[test]
+fn nil_bulk_is_false_and_status_is_ok_table() {
+    let mut ks = Keyspace::default();
+    let r = eval(
+        &mut ks,
+        "local v = redis.call('get', KEYS[1]) local s = redis.call('set', KEYS[1], 'x') \
+         return {v == false, s.ok, type(s)}",
+        &["k"],
+        &[],
+    );
+    assert_eq!(
+        r,
+        Reply::Array(vec![Reply::Int(1), Reply::bulk("OK"), Reply::bulk("table")])
+    );
+}
+
+#[test]
+fn integral_numbers_are_passed_as_integers() {
+    let mut ks = Keyspace::default();
+    eval(
+        &mut ks,
+        "redis.call('set', KEYS[1], 0) redis.call('set', KEYS[2], 2.5)",
+        &["a", "b"],
+        &[],
+    );
+    assert_eq!(cmd(&mut ks, "GET a", 1000), Reply::bulk("0"));
+    assert_eq!(cmd(&mut ks, "GET b", 1000), Reply::bulk("2.5"));
+    let r = eval(
+        &mut ks,
+        "return redis.call('pexpire', KEYS[1], ARGV[1] + 100)",
+        &["a"],
+        &["900"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(cmd(&mut ks, "PTTL a", 1000), Reply::Int(1000));
+}
+
+#[test]
+fn call_raises_and_pcall_returns_error_tables() {
+    let mut ks = Keyspace::default();
+    cmd(&mut ks, "SET s abc", 0);
+    assert_eq!(
+        eval(
+            &mut ks,
+            "redis.call('set', 'before', '1')\nreturn redis.call('incr', 's')",
+            &[],
+            &[]
+        ),
+        Reply::err("ERR value is not an integer or out of range script: 0000, on @user_script:2.")
+    );
+    // An ordinary error keeps the writes made before it, as in Redis.
+    assert_eq!(cmd(&mut ks, "GET before", 0), Reply::bulk("1"));
+    assert_eq!(
+        eval(
+            &mut ks,
+            "local e = redis.pcall('incr', 's') return {type(e), e.err}",
+            &[],
+            &[]
+        ),
+        Reply::Array(vec![
+            Reply::bulk("table"),
+            Reply::bulk("ERR value is not an integer or out of range")
+        ])
+    );
+    assert_eq!(
+        eval(&mut ks, "return redis.pcall('incr', 's')", &[], &[]),
+        Reply::err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        eval(
+            &mut ks,
+            "local ok, e = pcall(redis.call, 'nosuch') return e.err",
+            &[],
+            &[]
+        ),
+        Reply::bulk("ERR Unknown Redis command called from script")
+    );
+    assert_eq!(
+        eval(&mut ks, "error({err='E2 bad'})", &[], &[]),
+        Reply::err("E2 bad script: 0000, on @user_script:1.")
+    );
+    assert_eq!(
+        eval(&mut ks, "return redis.error_reply('My Error')", &[], &[]),
+        Reply::err("My Error")
+    );
+}
+
+#[test]
+fn command_names_are_case_insensitive_and_dynamic() {
+    let mut ks = Keyspace::default();
+    eval(
+        &mut ks,
+        "redis.call('SET', 'a', '1') redis.call('sEt', 'b', '2')",
+        &[],
+        &[],
+    );
+    let r = eval(
+        &mut ks,
+        "return redis.call(ARGV[1], KEYS[1], ARGV[2])",
+        &["ch"],
+        &["PUBLISH", "m"],
+    );
+    assert_eq!(r, Reply::Int(0));
+    let events = ks.take_events();
+    assert!(events.contains(&Event::Publish {
+        channel: b("ch"),
+        message: b("m")
+    }));
+    assert_eq!(cmd(&mut ks, "GET b", 0), Reply::bulk("2"));
+}
+
+#[test]
+fn scripts_see_entry_time_and_sorted_keys() {
+    let mut ks = Keyspace::default();
+    cmd(&mut ks, "SET z 1", 0);
+    cmd(&mut ks, "SET a 1 PX 100", 0);
+    cmd(&mut ks, "SET m 1", 0);
+    let at = |ks: &mut Keyspace, now| {
+        eval_at(
+            ks,
+            "return redis.call('keys', '*')",
+            &[],
+            &[],
+            now,
+            1_000_000,
+        )
+    };
+    assert_eq!(
+        at(&mut ks, 50),
+        Reply::Array(vec![Reply::bulk("a"), Reply::bulk("m"), Reply::bulk("z")])
+    );
+    assert_eq!(
+        at(&mut ks, 100),
+        Reply::Array(vec![Reply::bulk("m"), Reply::bulk("z")])
+    );
+}
+
+#[test]
+fn budget_abort_leaves_no_trace() {
+    let mut ks = Keyspace::default();
+    cmd(&mut ks, "SET keep v", 0);
+    cmd(&mut ks, "LPUSH l a", 0);
+    let before = ks.revision();
+    let r = eval_at(
+        &mut ks,
+        "redis.call('set', 'new', '1') redis.call('del', 'keep') redis.call('lpush', 'l', 'b') \
+         redis.call('publish', 'c', 'm') while true do end",
+        &[],
+        &[],
+        0,
+        100_000,
+    );
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("instruction budget")),
+        "{r:?}"
+    );
+    assert_eq!(cmd(&mut ks, "GET keep", 0), Reply::bulk("v"));
+    assert_eq!(cmd(&mut ks, "EXISTS new", 0), Reply::Int(0));
+    assert_eq!(cmd(&mut ks, "LLEN l", 0), Reply::Int(1));
+    // The EVAL itself used one revision (the test's bump), the reads above three more.
+    assert_eq!(ks.revision(), before + 4);
+    assert!(!ks
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::Publish { .. })));
+}
+
+#[test]
+fn budget_abort_cannot_be_caught() {
+    let mut ks = Keyspace::default();
+    for body in [
+        "while true do pcall(function() while true do end end) end",
+        "while true do xpcall(function() while true do end end, function() return 1 end) end",
+        "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+        "while true do redis.pcall('get', 'x') end",
+    ] {
+        let r = eval_at(&mut ks, body, &[], &[], 0, 100_000);
+        assert!(
+            matches!(&r, Reply::Error(e) if e.contains("instruction budget")),
+            "{body}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn sandbox_blocks_globals_and_unsafe_libraries() {
+    let mut ks = Keyspace::default();
+    assert_eq!(
+        eval(&mut ks, "x = 1", &[], &[]),
+        Reply::err("ERR user_script:1: Attempt to modify a readonly table script: 0000, on @user_script:1.")
+    );
+    for name in [
+        "os", "io", "debug", "print", "dofile", "loadfile", "package", "require",
+    ] {
+        let r = eval(&mut ks, &format!("return {name}"), &[], &[]);
+        assert_eq!(
+            r,
+            Reply::err(format!(
+                "ERR user_script:1: Script attempted to access nonexistent global variable '{name}' script: 0000, on @user_script:1."
+            ))
+        );
+    }
+    // Bytecode is refused: only source text is loaded.
+    let r = eval(&mut ks, "\x1bLua\x51\x00", &[], &[]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.starts_with("ERR Error compiling script")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn random_is_deterministic_and_matches_redis() {
+    let mut ks = Keyspace::default();
+    let body = "return tostring(math.random()) .. ' ' .. math.random(100)";
+    let first = eval(&mut ks, body, &[], &[]);
+    assert_eq!(first, Reply::bulk("0.39646477363839 85"));
+    assert_eq!(eval(&mut ks, body, &[], &[]), first);
+}
+
+#[test]
+fn read_only_scripts_reject_writes() {
+    let mut ks = Keyspace::default();
+    let inv = Invocation {
+        sha: "0000",
+        body: b"return redis.pcall('set', 'k', 'v')",
+        keys: &[],
+        args: &[],
+        now: 0,
+        budget: 1000,
+    };
+    assert_eq!(
+        run(Access::Read(&ks), &inv),
+        Reply::err("ERR Write commands are not allowed from read-only scripts.")
+    );
+    assert_eq!(cmd(&mut ks, "EXISTS k", 0), Reply::Int(0));
+}
+
+#[test]
+fn connection_commands_are_refused_except_ping_and_echo() {
+    let mut ks = Keyspace::default();
+    assert_eq!(
+        eval(
+            &mut ks,
+            "return {redis.call('ping'), redis.call('echo', 'x')}",
+            &[],
+            &[]
+        ),
+        Reply::Array(vec![Reply::Simple("PONG".into()), Reply::bulk("x")])
+    );
+    for c in [
+        "'client', 'id'",
+        "'subscribe', 'c'",
+        "'multi'",
+        "'eval', 'return 1', 0",
+        "'blpop', 'l', 0",
+        "'info'",
+    ] {
+        assert_eq!(
+            eval(&mut ks, &format!("return redis.pcall({c})"), &[], &[]),
+            Reply::err("ERR This Redis command is not allowed from script"),
+            "{c}"
+        );
+    }
+}
