@@ -151,11 +151,13 @@ def test_register_script_return_types(r, key):
     script = r.register_script(
         """
         redis.call('set', KEYS[1], ARGV[1])
-        return {redis.call('get', KEYS[1]), 42, tonumber(ARGV[2]) + 1, redis.call('get', KEYS[2])}
+        local missing = redis.call('get', KEYS[2])
+        return {redis.call('get', KEYS[1]), 42, tonumber(ARGV[2]) + 1, missing, 'after', nil, 'cut'}
         """
     )
-    # Lua false (a nil reply seen by the script) ends the table, as in Redis.
-    assert script(keys=[key("a"), key("missing")], args=["x", 9]) == [b"x", 42, 10]
+    # As in Redis: a missing key is Lua false inside the script, and false becomes a null
+    # element; a real nil ends the table.
+    assert script(keys=[key("a"), key("missing")], args=["x", 9]) == [b"x", 42, 10, None, b"after"]
 
 
 def test_register_script_reloads_after_script_flush(r, key):
