@@ -88,10 +88,11 @@ install_deps() {
     if wanted node; then
         node --version | grep -qE '^v(2[0-9]|[3-9][0-9])\.' ||
             log "warning: Node.js $(node --version) is older than 20; ioredis 6 and node-redis 6 need 20"
-        if ! stamp_ok "$NODE" "$NODE/package-lock.json" 2>/dev/null || [[ ! -d "$NODE/node_modules" ]]; then
+        # The stamp lives in node_modules, which npm ci recreates.
+        if ! stamp_ok "$NODE/node_modules" "$NODE/package-lock.json" 2>/dev/null; then
             log "npm ci in $NODE"
             (cd "$NODE" && npm ci --no-audit --no-fund --loglevel=error)
-            stamp_write "$NODE" "$NODE/package-lock.json"
+            stamp_write "$NODE/node_modules" "$NODE/package-lock.json"
         fi
     fi
     if wanted rust; then
