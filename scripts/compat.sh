@@ -297,8 +297,7 @@ print_matrix() {
 # --- main --------------------------------------------------------------------------------
 
 phase deps install_deps
-log "building palisade (release)"
-cargo build --release --quiet
+phase build cargo build --release --quiet
 start_cluster
 log "logs: $LOG_DIR"
 
