@@ -69,6 +69,57 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     }
 }
 
+/// What a `#!lua` first line declares.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Shebang {
+    /// The script had a shebang line.
+    pub present: bool,
+    /// `flags=no-writes`.
+    pub no_writes: bool,
+}
+
+/// Parses a Redis 7 shebang (`#!lua [flags=no-writes,allow-stale,...]`) and returns the
+/// body to compile: the shebang line becomes a comment, so line numbers stay the same.
+pub fn shebang(body: &[u8]) -> Result<(Shebang, std::borrow::Cow<'_, [u8]>), Reply> {
+    if !body.starts_with(b"#!") {
+        return Ok((Shebang::default(), std::borrow::Cow::Borrowed(body)));
+    }
+    let end = body.iter().position(|&c| c == b'\n').unwrap_or(body.len());
+    let line = String::from_utf8_lossy(&body[..end]).into_owned();
+    let mut words = line.split_ascii_whitespace();
+    let engine = words.next().unwrap_or("#!");
+    if engine != "#!lua" {
+        return Err(Reply::err(format!(
+            "ERR Unexpected engine in script shebang: {engine}"
+        )));
+    }
+    let mut sb = Shebang {
+        present: true,
+        no_writes: false,
+    };
+    for word in words {
+        let Some(flags) = word.strip_prefix("flags=") else {
+            return Err(Reply::err(format!(
+                "ERR Unknown lua shebang option: {word}"
+            )));
+        };
+        for flag in flags.split(',').filter(|f| !f.is_empty()) {
+            match flag {
+                "no-writes" => sb.no_writes = true,
+                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                other => {
+                    return Err(Reply::err(format!(
+                        "ERR Unexpected flag in script shebang: {other}"
+                    )))
+                }
+            }
+        }
+    }
+    let mut text = body.to_vec();
+    text[..2].copy_from_slice(b"--");
+    Ok((sb, std::borrow::Cow::Owned(text)))
+}
+
 impl Eval {
     /// The body and its SHA1, or NOSCRIPT.
     fn resolve(&self, ks: &Keyspace) -> Result<(String, Bytes), Reply> {
@@ -87,18 +138,25 @@ impl Eval {
             Ok(x) => x,
             Err(e) => return e,
         };
+        let (flags, text) = match shebang(&body) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
         if matches!(self.source, Source::Body(_)) {
             ks.cache_script(sha.clone(), body.clone());
         }
         let budget = ks.script_budget();
         let inv = Invocation {
             sha: &sha,
-            body: &body,
+            body: &text,
             keys: &self.keys,
             args: &self.args,
             now: ctx.now,
             budget,
         };
+        if flags.no_writes {
+            return script::run(Access::Read(ks), &inv);
+        }
         script::run(Access::Write(ks), &inv)
     }
 
@@ -108,9 +166,18 @@ impl Eval {
             Ok(x) => x,
             Err(e) => return e,
         };
+        let text = match shebang(&body) {
+            Ok((sb, _)) if sb.present && !sb.no_writes => {
+                return Reply::err(
+                    "ERR Can not execute a script with write flag using *_ro command.",
+                )
+            }
+            Ok((_, text)) => text,
+            Err(e) => return e,
+        };
         let inv = Invocation {
             sha: &sha,
-            body: &body,
+            body: &text,
             keys: &self.keys,
             args: &self.args,
             now,

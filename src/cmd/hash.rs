@@ -159,7 +159,9 @@ impl HSet {
         if self.form == HSetForm::HSetNx {
             match ks.get_hash(&self.key, ctx.now) {
                 Err(e) => return e,
-                Ok(Some(h)) if h.contains_key(&self.pairs[0].0) => return Reply::Int(0),
+                Ok(Some(h)) if self.pairs.iter().any(|(f, _)| h.contains_key(f)) => {
+                    return Reply::Int(0)
+                }
                 Ok(_) => {}
             }
         }

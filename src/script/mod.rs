@@ -11,6 +11,7 @@
 //! completes or leaves no trace. An ordinary error keeps the writes made before it, as in
 //! Redis.
 
+pub mod bitlib;
 pub mod bridge;
 pub mod convert;
 pub mod sandbox;
@@ -136,8 +137,13 @@ fn execute(
     )?;
     let handler_st = st.clone();
     let handler = lua.create_function(move |lua, err: Value| {
-        let msg = error_message(&err);
         let line = user_line(lua);
+        let mut msg = error_message(&err);
+        // Errors raised by Rust callbacks carry no position; Lua's C library functions
+        // prefix the calling line (luaL_error), and Redis's messages show it.
+        if let (Value::Error(_), Some(l)) = (&err, line) {
+            msg = msg.replacen("ERR ", &format!("ERR user_script:{l}: "), 1);
+        }
         *handler_st.failure.borrow_mut() = Some((msg, line));
         Ok(Value::Nil)
     })?;

@@ -1,5 +1,5 @@
 //! The Lua environment a script runs in: a fresh Lua 5.1 state per run with only the base,
-//! string, table and math libraries (no os, io, debug, package, loadfile, dofile, print),
+//! string, table, math and bit libraries (no os, io, debug, package, loadfile, dofile, print),
 //! Redis's deterministic `math.random`, the `redis` table, KEYS and ARGV, and Redis 7's
 //! global protection (creating or reading an undefined global is an error).
 //!
@@ -25,9 +25,43 @@ const REMOVED: &[&str] = &[
     "dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy", "module", "require",
 ];
 
-/// Lua run once per state, before the script: Redis 7's global protection.
+/// Lua run once per state, before the script:
+/// - `tostring` of a table, function or coroutine names no memory address (it would differ
+///   between replicas, and a script could store it);
+/// - `loadstring` and `load` refuse bytecode (malformed bytecode can crash Lua 5.1);
+/// - Redis 7's global protection.
 const PRELUDE: &str = r#"
-local error = error
+local error, type, getmetatable, rawtostring = error, type, getmetatable, tostring
+local loadstring, concat = loadstring, table.concat
+local opaque = { table = true, ["function"] = true, thread = true, userdata = true }
+rawset(_G, "tostring", function(v)
+  local t = type(v)
+  if opaque[t] then
+    local mt = getmetatable(v)
+    if type(mt) ~= "table" or mt.__tostring == nil then
+      return t .. ": 0x00000000"
+    end
+  end
+  return rawtostring(v)
+end)
+local function safe_loadstring(s, name)
+  if type(s) == "string" and s:byte(1) == 27 then
+    return nil, "loading bytecode is not allowed"
+  end
+  return loadstring(s, name)
+end
+rawset(_G, "loadstring", safe_loadstring)
+rawset(_G, "load", function(f, name)
+  if type(f) ~= "function" then error("bad argument #1 to 'load' (function expected)", 2) end
+  local parts = {}
+  while true do
+    local p = f()
+    if p == nil or p == "" then break end
+    if type(p) ~= "string" then error("reader function must return a string", 2) end
+    parts[#parts + 1] = p
+  end
+  return safe_loadstring(concat(parts), name or "=(load)")
+end)
 setmetatable(_G, {
   __newindex = function() error("Attempt to modify a readonly table", 2) end,
   __index = function(_, n)
@@ -56,6 +90,7 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
     g.raw_set("KEYS", strings(&lua, keys)?)?;
     g.raw_set("ARGV", strings(&lua, args)?)?;
     install_random(&lua)?;
+    g.raw_set("bit", super::bitlib::create(&lua)?)?;
     g.raw_set("redis", redis_table(&lua)?)?;
     Ok(lua)
 }

@@ -242,6 +242,36 @@ fn sandbox_blocks_globals_and_unsafe_libraries() {
             ))
         );
     }
+    // Addresses never reach a script: they differ between replicas.
+    assert_eq!(
+        eval(
+            &mut ks,
+            "return {tostring({}), tostring(true), tostring(1.5)}",
+            &[],
+            &[]
+        ),
+        Reply::Array(vec![
+            Reply::bulk("table: 0x00000000"),
+            Reply::bulk("true"),
+            Reply::bulk("1.5")
+        ])
+    );
+    assert_eq!(
+        eval(
+            &mut ks,
+            "local f, e = loadstring(string.dump(function() end)) return {f == nil, e}",
+            &[],
+            &[]
+        ),
+        Reply::Array(vec![
+            Reply::Int(1),
+            Reply::bulk("loading bytecode is not allowed")
+        ])
+    );
+    assert_eq!(
+        eval(&mut ks, "return loadstring('return 1 + 1')()", &[], &[]),
+        Reply::Int(2)
+    );
     // Bytecode is refused: only source text is loaded.
     let r = eval(&mut ks, "\x1bLua\x51\x00", &[], &[]);
     assert!(
@@ -303,4 +333,40 @@ fn connection_commands_are_refused_except_ping_and_echo() {
             "{c}"
         );
     }
+}
+
+#[test]
+#[ignore]
+fn bench_fresh_state() {
+    let mut ks = Keyspace::default();
+    let time = |what: &str, f: &mut dyn FnMut()| {
+        let t = std::time::Instant::now();
+        for _ in 0..500 {
+            f();
+        }
+        eprintln!("{what}: {:?}", t.elapsed() / 500);
+    };
+    time("script", &mut || {
+        eval(&mut ks, "return redis.call('get', KEYS[1])", &["k"], &[]);
+    });
+    time("bare", &mut || {
+        let _ = mlua::Lua::new_with(
+            mlua::StdLib::TABLE | mlua::StdLib::STRING | mlua::StdLib::MATH,
+            mlua::LuaOptions::default(),
+        )
+        .unwrap();
+    });
+    time("new_state", &mut || {
+        let _ = sandbox::new_state(&[], &[]).unwrap();
+    });
+    let lua = sandbox::new_state(&[], &[]).unwrap();
+    time("create_function", &mut || {
+        let _ = lua.create_function(|_, ()| Ok(())).unwrap();
+    });
+    time("compile prelude-sized", &mut || {
+        let _ = lua
+            .load("local a = 1 local function f(x) return x end for i = 1, 3 do a = a + f(i) end")
+            .into_function()
+            .unwrap();
+    });
 }

@@ -69,6 +69,12 @@ fn conversion_steps() -> Vec<Step> {
         ),
         eval("return tostring(0.1 + 0.2)", &[], &[]),
         eval(
+            "return {bit.band(0xff, 0x0f), bit.tohex(255), bit.tohex(-1, -4), bit.bxor(5, 1), \
+             bit.ror(0x12345678, 8), bit.tobit(2^32 + 5), bit.arshift(-256, 4)}",
+            &[],
+            &[],
+        ),
+        eval(
             "return string.format('%d-%s', 42, 'x') .. table.concat({1, 2}, ',')",
             &[],
             &[],
@@ -115,6 +121,25 @@ fn error_steps() -> Vec<Step> {
         args_step(&["EVAL_RO", "return redis.call('set', 'k', 'v')", "0"]),
         args_step(&["EVAL_RO", "return redis.pcall('set', 'k', 'v')", "0"]),
         args_step(&["EVAL_RO", "return redis.call('get', 'k')", "0"]),
+        // Redis 7 shebangs.
+        args_step(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('set','k','v')",
+            "0",
+        ]),
+        args_step(&["EVAL", "#!lua\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua flags=no-writes,allow-stale\nreturn 2", "0"]),
+        args_step(&["EVAL", "#!foo\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua flags=bad\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua name=x\nreturn 1", "0"]),
+        args_step(&["EVAL", "#!lua\nerror('x')", "0"]),
+        args_step(&["EVAL_RO", "#!lua\nreturn redis.call('set','k','v')", "0"]),
+        args_step(&[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('get','k')",
+            "0",
+        ]),
+        args_step(&["EVAL", "return math.random(0)", "0"]),
     ]
 }
 
@@ -227,6 +252,12 @@ fn runaway_script_is_aborted_without_trace() {
             "runaway script reply: {text}"
         );
     }
+    let r = c.cmd(&["EVAL", "while true do end", "0"]);
+    assert!(
+        r.starts_with(b"-ERR Script exceeded the instruction budget"),
+        "{}",
+        show(&r)
+    );
     let worst = pinger.join().expect("pinger");
     assert!(
         worst < Duration::from_millis(1000),
