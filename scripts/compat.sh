@@ -130,10 +130,10 @@ start_cluster() {
 
 # role_port ROLE: the client port of the leader, or of a follower.
 role_port() {
-    local leader="" n i
+    local leader="" n _
     # Right after start (or an election) nodes may know a leader id before that node says
     # role:leader itself: poll for up to 10 s.
-    for i in $(seq 1 50); do
+    for _ in $(seq 1 50); do
         leader="$(cluster leader 2>/dev/null)" && break
         sleep 0.2
     done
