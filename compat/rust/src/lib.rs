@@ -16,7 +16,11 @@ pub fn key(label: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     static RUN: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
     let run = RUN.get_or_init(|| {
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() ^ std::process::id() as u128
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            ^ std::process::id() as u128
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("compat:{:x}:{label}:{n}", run & 0xffff_ffff)

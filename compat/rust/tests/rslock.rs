@@ -16,7 +16,11 @@ fn manager() -> LockManager {
 }
 
 async fn conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url("")).unwrap().get_multiplexed_async_connection().await.unwrap()
+    redis::Client::open(url(""))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
 }
 
 /// Locks `resource` until rslock picks a value that is not valid UTF-8 (almost always at once),
@@ -41,7 +45,11 @@ async fn lock_stores_the_raw_value() {
     assert_eq!(lock.val.len(), 20);
     let stored: Vec<u8> = c.get(&r).await.unwrap();
     assert_eq!(stored, lock.val);
-    assert!(lock.validity_time > 9_000 && lock.validity_time <= 10_000, "{}", lock.validity_time);
+    assert!(
+        lock.validity_time > 9_000 && lock.validity_time <= 10_000,
+        "{}",
+        lock.validity_time
+    );
     m.unlock(&lock).await;
     let exists: i64 = c.exists(&r).await.unwrap();
     assert_eq!(exists, 0);
@@ -57,7 +65,10 @@ async fn contention_is_unavailable() {
         other => panic!("expected Unavailable, got {other:?}"),
     }
     m.unlock(&held).await;
-    let again = manager().lock(r.as_bytes(), Duration::from_secs(10)).await.unwrap();
+    let again = manager()
+        .lock(r.as_bytes(), Duration::from_secs(10))
+        .await
+        .unwrap();
     again.release().await;
 }
 
@@ -84,7 +95,10 @@ async fn extend() {
     let mut c = conn().await;
     let r = key("extend");
     let lock = lock_with_binary_value(&m, &r, Duration::from_secs(1)).await;
-    let extended = m.extend(&lock, Duration::from_secs(30)).await.expect("extend");
+    let extended = m
+        .extend(&lock, Duration::from_secs(30))
+        .await
+        .expect("extend");
     assert_eq!(extended.val, lock.val);
     let pttl: i64 = c.pttl(&r).await.unwrap();
     assert!(pttl > 29_000 && pttl <= 30_000, "{pttl}");
@@ -103,10 +117,13 @@ async fn acquire_waits_for_release() {
             m.unlock(&held).await;
         })
     };
-    let guard = tokio::time::timeout(Duration::from_secs(10), manager().acquire(r.as_bytes(), Duration::from_secs(10)))
-        .await
-        .expect("acquire did not finish")
-        .expect("acquire");
+    let guard = tokio::time::timeout(
+        Duration::from_secs(10),
+        manager().acquire(r.as_bytes(), Duration::from_secs(10)),
+    )
+    .await
+    .expect("acquire did not finish")
+    .expect("acquire");
     releaser.await.unwrap();
     guard.release().await;
 }
@@ -119,21 +136,67 @@ async fn fencing_token_for_a_binary_lock_value() {
     let resource = key("resource");
     let a = lock_with_binary_value(&m, &r, Duration::from_millis(300)).await;
     // LOCK with rslock's raw 20-byte value returns this grant's token.
-    let token_a: i64 = redis::cmd("LOCK").arg(&r).arg(&a.val[..]).arg("PX").arg(300).query_async(&mut c).await.unwrap();
-    let info: Vec<redis::Value> = redis::cmd("LOCKINFO").arg(&r).query_async(&mut c).await.unwrap();
-    assert_eq!(info[1], redis::Value::BulkString(a.val.clone()), "LOCKINFO owner is the raw value");
-    let () = redis::cmd("FENCEDSET").arg(&resource).arg("from-a").arg(token_a).query_async(&mut c).await.unwrap();
+    let token_a: i64 = redis::cmd("LOCK")
+        .arg(&r)
+        .arg(&a.val[..])
+        .arg("PX")
+        .arg(300)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let info: Vec<redis::Value> = redis::cmd("LOCKINFO")
+        .arg(&r)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(
+        info[1],
+        redis::Value::BulkString(a.val.clone()),
+        "LOCKINFO owner is the raw value"
+    );
+    let () = redis::cmd("FENCEDSET")
+        .arg(&resource)
+        .arg("from-a")
+        .arg(token_a)
+        .query_async(&mut c)
+        .await
+        .unwrap();
 
     tokio::time::sleep(Duration::from_millis(600)).await;
     let b = lock_with_binary_value(&m, &r, Duration::from_secs(10)).await;
-    let token_b: i64 = redis::cmd("LOCK").arg(&r).arg(&b.val[..]).arg("PX").arg(10_000).query_async(&mut c).await.unwrap();
+    let token_b: i64 = redis::cmd("LOCK")
+        .arg(&r)
+        .arg(&b.val[..])
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert!(token_b > token_a);
     // A's value no longer owns the key: no token for it.
-    let none: Option<i64> = redis::cmd("LOCK").arg(&r).arg(&a.val[..]).arg("PX").arg(10_000).query_async(&mut c).await.unwrap();
+    let none: Option<i64> = redis::cmd("LOCK")
+        .arg(&r)
+        .arg(&a.val[..])
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert_eq!(none, None);
-    let () = redis::cmd("FENCEDSET").arg(&resource).arg("from-b").arg(token_b).query_async(&mut c).await.unwrap();
+    let () = redis::cmd("FENCEDSET")
+        .arg(&resource)
+        .arg("from-b")
+        .arg(token_b)
+        .query_async(&mut c)
+        .await
+        .unwrap();
 
-    let stale: RedisResult<()> = redis::cmd("FENCEDSET").arg(&resource).arg("late-a").arg(token_a).query_async(&mut c).await;
+    let stale: RedisResult<()> = redis::cmd("FENCEDSET")
+        .arg(&resource)
+        .arg("late-a")
+        .arg(token_a)
+        .query_async(&mut c)
+        .await;
     let err = stale.expect_err("a stale token must be rejected");
     assert_eq!(err.code(), Some("FENCED"), "{err}");
     m.unlock(&b).await;
