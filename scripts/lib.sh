@@ -148,7 +148,8 @@ PHASES_STARTED=$SECONDS
 fmt_secs() { printf '%dm%02ds' "$(($1 / 60))" "$(($1 % 60))"; }
 
 # phase NAME COMMAND [ARGS...]: run a command (or a function) as one timed step. On failure,
-# print the timings so far and exit with the command's status.
+# print the timings so far and exit with the command's status; with PHASE_KEEP_GOING=1 set for
+# the call, record the failure and return the status instead.
 phase() {
     local name="$1"
     shift
@@ -172,6 +173,7 @@ phase() {
     else
         printf '<== %s: FAILED (exit %d) after %s\n' "$name" "$rc" "$took" >&2
         PHASE_LINES+=("$(printf '%-8s %8s  FAILED (exit %d)' "$name" "$took" "$rc")")
+        [[ -z "${PHASE_KEEP_GOING:-}" ]] || return "$rc"
         report "$0"
         exit "$rc"
     fi

@@ -23,19 +23,29 @@ install_test_deps() {
 
 phase deps install_test_deps
 PALISADE_SUMMARY="$(mktemp)"
-export PALISADE_SUMMARY
-trap 'rm -f "$PALISADE_SUMMARY"' EXIT
+PALISADE_COMPAT_SUMMARY="$(mktemp)"
+export PALISADE_SUMMARY PALISADE_COMPAT_SUMMARY
+trap 'rm -f "$PALISADE_SUMMARY" "$PALISADE_COMPAT_SUMMARY"' EXIT
 phase check scripts/check.sh "$@"
 
-# -----------------------------------------------------------------------------------------
-# COMPAT: client-library compatibility suite (added by a later issue).
-# scripts/compat.sh will drive real client libraries (redis-py, node-redis, the Rust redis
-# crate, redis-cli) against a local cluster. When it lands, enable it here so that this
-# command, and therefore CI, runs it:
-#
-#   phase compat scripts/compat.sh
-# -----------------------------------------------------------------------------------------
+# COMPAT: real client libraries (redis-py, pottery, python-redis-lock, ioredis, node-redis,
+# redlock, the Rust redis crate, rslock, redis-cli) against a 3-node cluster, via a follower
+# and via the leader. It installs its own dependencies. A failure here still prints the total
+# below, then fails the command.
+compat_rc=0
+if [[ $# -gt 0 ]]; then
+    log "compat: not run, because a cargo test filter was given ($*); run scripts/compat.sh for it"
+elif [[ "${PALISADE_COMPAT:-1}" == 0 ]]; then
+    log "compat: not run, because PALISADE_COMPAT=0 is set"
+else
+    PHASE_KEEP_GOING=1 phase compat scripts/compat.sh || compat_rc=$?
+    # A compat run that died before its closing line counts as one failure.
+    [[ -s "$PALISADE_COMPAT_SUMMARY" ]] || echo "compat: 0 passed, 1 failed" >"$PALISADE_COMPAT_SUMMARY"
+fi
 
 report "$0"
 # The closing line that counts: the total of every test run above.
-cat "$PALISADE_SUMMARY"
+cat "$PALISADE_SUMMARY" "$PALISADE_COMPAT_SUMMARY"
+awk '{ for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed,?$/) p += $(i-1); if ($(i) ~ /^failed,?$/) f += $(i-1) } }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$PALISADE_SUMMARY" "$PALISADE_COMPAT_SUMMARY"
+exit "$compat_rc"

@@ -101,7 +101,46 @@ fn script_cache_survives_failover() {
         b":1\r\n",
         "before failover",
     );
+    // Scripts whose effects must be identical on every replica: a PRNG-derived write, an
+    // error after a write (kept), a budget abort after writes (discarded).
+    let rnd = conn.cmd(&[
+        "EVAL",
+        "redis.call('set', 'r', math.random(1000000)) return redis.call('get', 'r')",
+        "0",
+    ]);
+    let partial = conn.cmd(&[
+        "EVAL",
+        "redis.call('set', 'kept', 1) return redis.call('incr', 'r2', 'x')",
+        "0",
+    ]);
+    assert!(partial.starts_with(b"-ERR"), "{}", show(&partial));
+    let abort = conn.cmd(&[
+        "EVAL",
+        "redis.call('set', 'gone', 1) while true do end",
+        "0",
+    ]);
+    assert!(
+        abort.starts_with(b"-ERR Script exceeded"),
+        "{}",
+        show(&abort)
+    );
     c.wait_converged(&[1, 2, 3]);
+    let revisions: Vec<String> = [1, 2, 3]
+        .iter()
+        .map(|id| {
+            let info = c.conn(*id).c("INFO raft");
+            let text = String::from_utf8_lossy(&info).into_owned();
+            text.split("\r\n")
+                .find_map(|l| l.strip_prefix("raft_revision:").map(str::to_string))
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        revisions
+            .iter()
+            .all(|r| *r == revisions[0] && !r.is_empty()),
+        "replicas disagree on the revision: {revisions:?}"
+    );
     c.kill9(leader);
     let new_leader = c.wait_leader(&f);
     let survivor = if new_leader == f[0] { f[1] } else { f[0] };
@@ -111,4 +150,20 @@ fn script_cache_survives_failover() {
         (!r.starts_with(b"-CLUSTERDOWN") && !r.starts_with(b"-TRYAGAIN")).then_some(r)
     });
     assert_reply(&r, b":2\r\n", "EVALSHA after failover");
+    // The new leader (a different replica) computed the same script results.
+    assert_reply(
+        &conn.c("GET r"),
+        &rnd,
+        "PRNG-derived value on another replica",
+    );
+    assert_reply(
+        &conn.c("GET kept"),
+        &bulk_bytes(b"1"),
+        "write before the error kept",
+    );
+    assert_reply(
+        &conn.c("EXISTS gone"),
+        b":0\r\n",
+        "aborted script left no trace",
+    );
 }
