@@ -204,12 +204,7 @@ pub fn run(spec: &RunSpec) -> Report {
         let detail = match catch_unwind(AssertUnwindSafe(|| target.apply(p))) {
             Ok(d) => d,
             Err(e) => {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| e.downcast_ref::<&str>().copied())
-                    .unwrap_or("panic");
-                let first = msg.lines().next().unwrap_or("").to_string();
+                let first = panic_line(&e);
                 broken = Some(format!("{:?} fault failed: {first}", p.kind));
                 format!("FAILED: {first}")
             }
@@ -250,7 +245,15 @@ pub fn run(spec: &RunSpec) -> Report {
     };
     let members = target.members.clone();
     let ops = merge_histories(spec);
-    let final_value = final_phase(spec, &mut target, &members, &ops, &mut report);
+    let fin = catch_unwind(AssertUnwindSafe(|| {
+        final_phase(spec, &mut target, &members, &ops, &mut report)
+    }));
+    let final_value = fin.unwrap_or_else(|e| {
+        report
+            .liveness
+            .push(format!("final phase failed: {}", panic_line(&e)));
+        None
+    });
     let faults = applied.lock().expect("faults").clone();
     check_all(spec, &ops, final_value, &mut report);
     for f in &faults {
@@ -269,6 +272,16 @@ pub fn run(spec: &RunSpec) -> Report {
         );
     }
     report
+}
+
+/// The first line of a panic's message.
+fn panic_line(e: &Box<dyn std::any::Any + Send>) -> String {
+    let msg = e
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| e.downcast_ref::<&str>().copied())
+        .unwrap_or("panic");
+    msg.lines().next().unwrap_or("").to_string()
 }
 
 /// Picks the node, offset and rate of the clock fault (from the seed).
