@@ -62,7 +62,9 @@ impl LeaderLink {
 
     /// The current leader as this node knows it.
     pub fn leader(&self) -> Leader {
-        let m = self.raft.metrics().borrow().clone();
+        // Borrowed, not cloned: this runs once per batch on the proposer and reader paths.
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
         match m.current_leader {
             Some(id) if id == self.ctx.node_id && m.state == openraft::ServerState::Leader => {
                 Leader::Me
@@ -169,7 +171,7 @@ impl LeaderLink {
     pub async fn forward(
         &self,
         write: bool,
-        cmds: Vec<Command>,
+        cmds: &[Command],
         deadline: Instant,
     ) -> Result<Vec<Reply>, ForwardError> {
         let n = cmds.len();
@@ -177,7 +179,7 @@ impl LeaderLink {
             .call(
                 || PeerRequest::Forward {
                     write,
-                    cmds: cmds.clone(),
+                    cmds: cmds.to_vec(),
                 },
                 deadline,
                 !write,

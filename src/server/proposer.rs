@@ -159,7 +159,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, ctx: Ctx) {
         // Forward in order: the next batch waits for this one, so that a connection's
         // pipelined writes reach the leader in the order they were sent.
         let deadline = Instant::now() + ctx.write_timeout;
-        match ctx.link.forward(true, cmds.clone(), deadline).await {
+        match ctx.link.forward(true, &cmds, deadline).await {
             Ok(replies) => deliver(senders, replies),
             Err(ForwardError::BecameLeader) => propose_local(&ctx, cmds, senders, permit).await,
             Err(ForwardError::Failed(reply)) => fail_all(senders, reply),

@@ -70,7 +70,7 @@ async fn run(
         }
         if link.leader() != Leader::Me {
             let cmds: Vec<Command> = batch.iter().map(|p| p.cmd.clone()).collect();
-            match link.forward(false, cmds, Instant::now() + timeout).await {
+            match link.forward(false, &cmds, Instant::now() + timeout).await {
                 Ok(replies) => {
                     for (p, r) in batch.into_iter().zip(replies) {
                         let _ = p.reply.send(r);

@@ -144,6 +144,14 @@ impl Session {
                     .stats
                     .commands
                     .fetch_add(requests.len() as u64, Ordering::Relaxed);
+                // CLIENT LIST's cmd/idle fields: one registry update per batch, not per command.
+                if let Some(last) = requests.last() {
+                    let cmd = String::from_utf8_lossy(&last[0]).to_lowercase();
+                    self.shared.clients.update(self.id, |c| {
+                        c.last = std::time::Instant::now();
+                        c.cmd = cmd;
+                    });
+                }
                 for argv in requests {
                     self.handle(argv, stream).await?;
                     if self.quit {
@@ -191,10 +199,6 @@ impl Session {
     async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
         let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
         let shared = self.shared.clone();
-        self.shared.clients.update(self.id, |c| {
-            c.last = std::time::Instant::now();
-            c.cmd.clone_from(&name);
-        });
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
         let resolved = match cmd::resolve(&argv) {
             Ok(spec) if !self.authed && !spec.no_auth() => {
