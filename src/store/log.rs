@@ -6,14 +6,15 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
-use openraft::{LogState, OptionalSend, RaftLogReader, Vote};
+use openraft::{AnyError, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 
 use super::schema::{
-    cf, dec, enc, get_meta, index_key, read_err, write_err, CF_LOG, CF_META, K_COMMITTED, K_PURGED,
-    K_VOTE,
+    cf, dec, enc, get_meta, index_key, read_err, write_err, AppliedMeta, CF_LOG, CF_META,
+    K_APPLIED, K_COMMITTED, K_PURGED, K_VOTE,
 };
 use crate::raft::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
@@ -21,7 +22,14 @@ use crate::raft::{Entry, LogId, NodeId, StorageError, TypeConfig};
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    /// A purge waits until the state machine has applied what it removes (see
+    /// [`LogStore::wait_applied`]). Off only for openraft's storage suite, which tests the
+    /// log store without a state machine.
+    purge_waits_for_applied: bool,
 }
+
+/// How long a purge waits for the state machine to persist the entries it removes.
+const PURGE_WAIT: Duration = Duration::from_secs(60);
 
 fn synced() -> WriteOptions {
     let mut w = WriteOptions::default();
@@ -32,7 +40,20 @@ fn synced() -> WriteOptions {
 impl LogStore {
     /// Wraps an opened database.
     pub fn new(db: Arc<DB>) -> Self {
-        LogStore { db }
+        LogStore {
+            db,
+            purge_waits_for_applied: true,
+        }
+    }
+
+    /// The same store, but purges do not wait for the state machine (openraft's storage
+    /// suite purges logs that nothing has applied).
+    #[cfg(test)]
+    pub fn without_purge_guard(self) -> Self {
+        LogStore {
+            purge_waits_for_applied: false,
+            ..self
+        }
     }
 
     /// The shared database handle.
@@ -44,6 +65,32 @@ impl LogStore {
         let mut wb = WriteBatch::default();
         wb.put_cf(cf(&self.db, CF_META)?, key, enc(v)?);
         self.db.write_opt(wb, &synced()).map_err(write_err)
+    }
+
+    /// Waits until the state machine has persisted `index` as applied.
+    ///
+    /// openraft 0.9 hands a received snapshot to the state-machine task and, without waiting
+    /// for it to be installed, purges the log the snapshot covers. A crash in between left
+    /// the log purged past the persisted state machine, and the node could never start again
+    /// (`LogIndexNotFound` while re-applying; found by the chaos suite's snapshot-crash
+    /// fault). The state machine writes `last_applied` to this same database, so a purge
+    /// waits here until what it removes is covered on disk.
+    async fn wait_applied(&self, index: u64) -> Result<(), StorageError> {
+        let deadline = Instant::now() + PURGE_WAIT;
+        loop {
+            let meta: Option<AppliedMeta> = get_meta(&self.db, K_APPLIED)?;
+            if meta
+                .and_then(|m| m.last_applied)
+                .is_some_and(|a| a.index >= index)
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let msg = format!("purge up to {index}: the state machine has not applied it");
+                return Err(StorageIOError::write_logs(AnyError::error(msg)).into());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     fn last_entry_log_id(&self) -> Result<Option<LogId>, StorageError> {
@@ -160,6 +207,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        if self.purge_waits_for_applied {
+            self.wait_applied(log_id.index).await?;
+        }
         let mut wb = WriteBatch::default();
         wb.put_cf(cf(&self.db, CF_META)?, K_PURGED, enc(&Some(log_id))?);
         wb.delete_range_cf(

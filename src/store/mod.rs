@@ -71,7 +71,7 @@ mod tests {
             let dir = tempfile::tempdir().map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
             let (log, sm) =
                 open(dir.path(), 1).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
-            Ok((dir, log, sm))
+            Ok((dir, log.without_purge_guard(), sm))
         }
     }
 
@@ -79,6 +79,34 @@ mod tests {
     #[test]
     fn openraft_storage_suite() -> Result<(), StorageError> {
         Suite::test_all(Builder)
+    }
+
+    /// openraft 0.9 purges the log a received snapshot covers without waiting for the state
+    /// machine to install it; a crash in between made the node unable to start (found by the
+    /// chaos suite's snapshot-crash fault). The purge must wait for the state machine.
+    #[tokio::test]
+    async fn purge_waits_until_the_state_machine_has_applied_what_it_removes() {
+        use openraft::storage::RaftLogStorage;
+        use openraft::{CommittedLeaderId, LogId};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _sm) = open(dir.path(), 1).unwrap();
+        let id = |i| LogId::new(CommittedLeaderId::new(1, 1), i);
+        let mut purger = log.clone();
+        let purge = tokio::spawn(async move { purger.purge(id(3)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!purge.is_finished(), "purged past the state machine");
+        let applied = schema::AppliedMeta {
+            last_applied: Some(id(3)),
+            ..Default::default()
+        };
+        let db = log.db();
+        let meta = schema::cf(db, schema::CF_META).unwrap();
+        db.put_cf(meta, schema::K_APPLIED, schema::enc(&applied).unwrap())
+            .unwrap();
+        purge.await.unwrap().unwrap();
+        let state = log.clone().get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(id(3)));
     }
 
     #[test]
