@@ -72,6 +72,40 @@ pub struct StateMachine {
     db: Arc<DB>,
     state: Arc<RwLock<SmState>>,
     snapshot_seq: u64,
+    /// The last log id of the snapshot stored under `K_SNAPSHOT` (see [`StoredSnapshotId`]).
+    stored: StoredSnapshotId,
+    /// Test-only: sleep this long before installing a received snapshot
+    /// ([`TEST_INSTALL_DELAY_ENV`]), so a test can kill the node inside the install.
+    test_install_delay_ms: Option<u64>,
+}
+
+/// Environment variable of the test-only snapshot-install delay, in ms.
+pub const TEST_INSTALL_DELAY_ENV: &str = "PALISADE_TEST_SNAPSHOT_INSTALL_DELAY_MS";
+
+/// The last log id of the stored snapshot, shared by the state machine (installs) and the
+/// snapshot builders (spawned by openraft, so a build can finish after a newer install).
+/// The stored snapshot only moves forward: a build that read an older state than the stored
+/// snapshot does not replace it, or a node that later leads could offer followers a snapshot
+/// older than its purged log.
+#[derive(Clone, Default)]
+struct StoredSnapshotId(Arc<std::sync::Mutex<Option<LogId>>>);
+
+impl StoredSnapshotId {
+    /// Runs `write` (which stores the snapshot ending at `last`) if that is newer than the
+    /// stored one; returns whether it ran.
+    fn store_if_newer(
+        &self,
+        last: Option<LogId>,
+        write: impl FnOnce() -> Result<(), StorageError>,
+    ) -> Result<bool, StorageError> {
+        let mut cur = self.0.lock().map_err(|_| poisoned())?;
+        if cur.is_some() && last <= *cur {
+            return Ok(false);
+        }
+        write()?;
+        *cur = last;
+        Ok(true)
+    }
 }
 
 fn poisoned() -> StorageError {
@@ -123,10 +157,16 @@ impl StateMachine {
             expired_total: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         };
+        let stored_last =
+            get_meta::<StoredSnapshot>(&db, K_SNAPSHOT)?.and_then(|s| s.meta.last_log_id);
         Ok(StateMachine {
             db,
             state: Arc::new(RwLock::new(state)),
             snapshot_seq: 0,
+            stored: StoredSnapshotId(Arc::new(std::sync::Mutex::new(stored_last))),
+            test_install_delay_ms: std::env::var(TEST_INSTALL_DELAY_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok()),
         })
     }
 
@@ -169,8 +209,13 @@ impl StateMachine {
         self.db.write(wb).map_err(write_err)
     }
 
-    /// Replaces the whole persisted state with `st` (snapshot install).
-    fn rewrite_all(&self, st: &SmState) -> Result<(), StorageError> {
+    /// Replaces the whole persisted state with `st` (snapshot install), storing `snapshot`
+    /// with it in the same WriteBatch.
+    fn rewrite_all(
+        &self,
+        st: &SmState,
+        snapshot: Option<&StoredSnapshot>,
+    ) -> Result<(), StorageError> {
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
             cf(&self.db, CF_FENCE)?,
@@ -196,6 +241,9 @@ impl StateMachine {
         let budget = st.ks.script_budget_setting();
         wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
+        if let Some(snapshot) = snapshot {
+            wb.put_cf(meta, K_SNAPSHOT, enc(snapshot)?);
+        }
         self.db.write(wb).map_err(write_err)
     }
 }
@@ -232,6 +280,7 @@ pub struct SnapshotBuilder {
     db: Arc<DB>,
     state: Arc<RwLock<SmState>>,
     seq: u64,
+    stored: StoredSnapshotId,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -259,9 +308,11 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: meta.clone(),
             data: data.clone(),
         };
-        self.db
-            .put_cf(cf(&self.db, CF_META)?, K_SNAPSHOT, enc(&stored)?)
-            .map_err(write_err)?;
+        let db = &self.db;
+        self.stored.store_if_newer(last_applied, || {
+            db.put_cf(cf(db, CF_META)?, K_SNAPSHOT, enc(&stored)?)
+                .map_err(write_err)
+        })?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -322,6 +373,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             db: self.db.clone(),
             state: self.state.clone(),
             seq: self.snapshot_seq,
+            stored: self.stored.clone(),
         }
     }
 
@@ -334,6 +386,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
+        if let Some(ms) = self.test_install_delay_ms {
+            tracing::warn!(ms, "test hook: delaying a snapshot install");
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let data = snapshot.into_inner();
         let image: SnapshotImage = dec(&data)?;
         if image.format != super::schema::FORMAT_VERSION {
@@ -350,14 +406,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         st.ks.clear_changes();
         st.last_applied = meta.last_log_id;
         st.membership = meta.last_membership.clone();
-        self.rewrite_all(&st)?;
+        // The state, last_applied and the snapshot itself in one WriteBatch. openraft cannot
+        // purge the log this snapshot covers before this write is done (`LogStore::purge`
+        // waits for it).
         let stored = StoredSnapshot {
             meta: meta.clone(),
             data,
         };
-        self.db
-            .put_cf(cf(&self.db, CF_META)?, K_SNAPSHOT, enc(&stored)?)
-            .map_err(write_err)?;
+        let newer = self
+            .stored
+            .store_if_newer(meta.last_log_id, || self.rewrite_all(&st, Some(&stored)))?;
+        if !newer {
+            self.rewrite_all(&st, None)?;
+        }
         Ok(())
     }
 
@@ -367,5 +428,36 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: s.meta,
             snapshot: Box::new(Cursor::new(s.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn id(i: u64) -> Option<LogId> {
+        Some(LogId::new(CommittedLeaderId::new(1, 1), i))
+    }
+
+    /// A snapshot build that read the state before a newer install finishes after it; the
+    /// stored snapshot must stay the newer one.
+    #[test]
+    fn the_stored_snapshot_only_moves_forward() {
+        let stored = StoredSnapshotId::default();
+        let mut writes = Vec::new();
+        let mut ran = Vec::new();
+        for last in [id(10), id(5), id(10), id(12)] {
+            ran.push(
+                stored
+                    .store_if_newer(last, || {
+                        writes.push(last);
+                        Ok(())
+                    })
+                    .unwrap(),
+            );
+        }
+        assert_eq!(ran, vec![true, false, false, true]);
+        assert_eq!(writes, vec![id(10), id(12)]);
     }
 }

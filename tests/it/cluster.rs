@@ -430,6 +430,107 @@ fn a_node_that_missed_50k_writes_catches_up_from_a_snapshot() {
     );
 }
 
+/// Regression (chaos soak, 5 nodes, seed 102): openraft 0.9 purges the log a received
+/// snapshot covers as soon as it queues the install, without waiting for it. A kill -9
+/// inside the install left the log purged past the persisted state machine, and the node
+/// never started again (`LogIndexNotFound`). A test hook holds the install for 5 s so the
+/// kill lands inside it every time.
+/// The last purged log index and the state machine's persisted last-applied index of a
+/// stopped node's data directory.
+fn purged_and_applied(dir: &std::path::Path) -> (Option<u64>, Option<u64>) {
+    use palisade::raft::LogId;
+    use palisade::store::schema::{get_meta, open_db, AppliedMeta, K_APPLIED, K_PURGED};
+    let db = open_db(dir).expect("open the node's RocksDB");
+    let purged: Option<LogId> = get_meta::<Option<LogId>>(&db, K_PURGED)
+        .expect("read last_purged")
+        .flatten();
+    let applied: Option<AppliedMeta> = get_meta(&db, K_APPLIED).expect("read applied");
+    (
+        purged.map(|l| l.index),
+        applied.and_then(|a| a.last_applied).map(|l| l.index),
+    )
+}
+
+#[test]
+fn a_kill_during_snapshot_install_leaves_a_node_that_restarts_and_catches_up() {
+    let mut cluster = Cluster::start(3, &["--snapshot-every", "50"]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let lagger = [1, 2, 3]
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("follower");
+    let mut c = cluster.conn(leader);
+    let write = |c: &mut Conn, from: usize, to: usize| {
+        for chunk in (from..to).step_by(100) {
+            let cmds: Vec<Vec<Vec<u8>>> = (chunk..(chunk + 100).min(to))
+                .map(|i| words(&format!("SET k:{i} {i}")))
+                .collect();
+            let replies = c.pipeline(&cmds);
+            assert!(replies.iter().all(|r| r == b"+OK\r\n"), "write failed");
+        }
+    };
+    write(&mut c, 0, 300);
+    cluster.wait_converged(&[1, 2, 3]);
+    let had = cluster.info_u64(lagger, "applied_index");
+    cluster.kill9(lagger);
+    // One write per batch until the leader has purged the log past what the lagger has, so
+    // that it can only catch up from a snapshot.
+    let mut i = 300;
+    while cluster.info_u64(leader, "purged_index") <= had + 10 || i < 700 {
+        assert_eq!(c.c(&format!("SET k:{i} {i}")), b"+OK\r\n");
+        i += 1;
+        assert!(i < 5000, "the leader never purged past {had}");
+    }
+    let (last, total) = (i, i + 200);
+
+    cluster.node_env.insert(
+        lagger,
+        vec![(
+            "PALISADE_TEST_SNAPSHOT_INSTALL_DELAY_MS".into(),
+            "5000".into(),
+        )],
+    );
+    cluster.restart(lagger);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(cluster.log(lagger))
+        .unwrap_or_default()
+        .contains("test hook: delaying a snapshot install")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the lagger never started a snapshot install\n{}",
+            cluster.logs()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Let openraft go on past the install it queued (it purges right after queueing it).
+    thread::sleep(Duration::from_millis(500));
+    cluster.kill9(lagger);
+    let (purged, applied) = purged_and_applied(&cluster.dir(lagger));
+    assert!(
+        purged <= applied,
+        "the log was purged up to {purged:?}, past the persisted state machine ({applied:?})"
+    );
+    cluster.node_env.clear();
+    cluster.restart(lagger);
+    write(&mut c, last, last + 100);
+    cluster.wait_converged(&[1, 2, 3]);
+    let info = String::from_utf8_lossy(&cluster.conn(lagger).c("INFO keyspace")).into_owned();
+    assert!(
+        info.contains(&format!("db0:keys={},", last + 100)),
+        "lagger's keyspace: {info}"
+    );
+    // And it keeps working: it can be restarted again and still applies new writes.
+    cluster.restart(lagger);
+    write(&mut c, last + 100, total);
+    cluster.wait_converged(&[1, 2, 3]);
+    let info = String::from_utf8_lossy(&cluster.conn(lagger).c("INFO keyspace")).into_owned();
+    assert!(
+        info.contains(&format!("db0:keys={total},")),
+        "lagger's keyspace: {info}"
+    );
+}
+
 #[test]
 fn full_cluster_kill9_and_restart_keeps_acked_writes_and_tokens_rise() {
     let mut cluster = Cluster::start(3, &[]);

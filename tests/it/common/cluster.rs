@@ -32,6 +32,8 @@ pub struct Cluster {
     extra: Vec<String>,
     /// Flags for single nodes, after `extra` (e.g. a clock fault on one node).
     node_extra: BTreeMap<u64, Vec<String>>,
+    /// Environment variables for single nodes' next starts (test-only hooks).
+    pub node_env: BTreeMap<u64, Vec<(String, String)>>,
 }
 
 impl Cluster {
@@ -71,6 +73,7 @@ impl Cluster {
             peers,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             node_extra,
+            node_env: BTreeMap::new(),
         };
         let ids: Vec<u64> = c.nodes.keys().copied().collect();
         for id in &ids {
@@ -116,6 +119,9 @@ impl Cluster {
         .args(self.node_extra.get(&id).into_iter().flatten());
         if node.join {
             cmd.arg("--join");
+        }
+        for (k, v) in self.node_env.get(&id).into_iter().flatten() {
+            cmd.env(k, v);
         }
         let child = spawn_logged(cmd, &self.log(id));
         self.nodes.get_mut(&id).expect("node").child = Some(child);
