@@ -1,7 +1,11 @@
 //! The Raft log and vote in RocksDB (openraft storage-v2 `RaftLogStorage`).
 //!
-//! Appends, truncations, purges and votes are written with `sync = true`: an entry is durable
-//! before openraft is told it is flushed, so an acknowledged write survives `kill -9`.
+//! Truncations, purges and votes are written with `sync = true`. Appends are written to
+//! RocksDB at once (so that they are readable when `append` returns, as openraft requires)
+//! but synced by a separate thread: it takes every append waiting for a sync, syncs the WAL
+//! once for all of them (group commit), and only then tells openraft they are flushed. So an
+//! entry is durable before openraft counts it, an acknowledged write survives a crash, and
+//! Raft's core goes on (sending the entries to followers) while the disk syncs.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -18,10 +22,12 @@ use super::schema::{
 };
 use crate::raft::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
-/// The log store; cheap to clone (it shares the database).
+/// The log store; cheap to clone (it shares the database and the sync thread).
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    /// Appends written but not yet synced, for the sync thread.
+    syncer: std::sync::mpsc::Sender<LogFlushed<TypeConfig>>,
     /// A purge waits until the state machine has applied what it removes (see
     /// [`LogStore::wait_applied`]). Off only for openraft's storage suite, which tests the
     /// log store without a state machine.
@@ -40,8 +46,16 @@ fn synced() -> WriteOptions {
 impl LogStore {
     /// Wraps an opened database.
     pub fn new(db: Arc<DB>) -> Self {
+        let (syncer, rx) = std::sync::mpsc::channel();
+        let sync_db = db.clone();
+        // The thread ends when the last LogStore (the last sender) is dropped.
+        std::thread::Builder::new()
+            .name("palisade-wal-sync".into())
+            .spawn(move || sync_loop(&sync_db, &rx))
+            .expect("spawn the WAL sync thread");
         LogStore {
             db,
+            syncer,
             purge_waits_for_applied: true,
         }
     }
@@ -104,6 +118,25 @@ impl LogStore {
                 let e: Entry = dec(&v)?;
                 Ok(Some(e.log_id))
             }
+        }
+    }
+}
+
+/// Syncs the WAL for every append waiting, one sync for all of them, then reports them flushed.
+fn sync_loop(db: &DB, rx: &std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
+    while let Ok(first) = rx.recv() {
+        let mut waiting = vec![first];
+        waiting.extend(rx.try_iter());
+        let res = db.flush_wal(true);
+        if let Err(e) = &res {
+            tracing::error!(error = %e, "syncing the Raft log failed");
+        }
+        for cb in waiting {
+            let io = match &res {
+                Ok(()) => Ok(()),
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            cb.log_io_completed(io);
         }
     }
 }
@@ -186,13 +219,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for entry in entries {
             wb.put_cf(log, index_key(entry.log_id.index), enc(&entry)?);
         }
-        let res = self.db.write_opt(wb, &synced());
-        let io = res
-            .as_ref()
-            .map(|_| ())
-            .map_err(|e| std::io::Error::other(e.to_string()));
-        callback.log_io_completed(io);
-        res.map_err(write_err)
+        // Written now (readable at once), synced by the sync thread before `callback` runs.
+        if let Err(e) = self.db.write(wb) {
+            callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+            return Err(write_err(e));
+        }
+        if let Err(std::sync::mpsc::SendError(callback)) = self.syncer.send(callback) {
+            let msg = "the WAL sync thread has stopped";
+            callback.log_io_completed(Err(std::io::Error::other(msg)));
+            return Err(StorageIOError::write_logs(AnyError::error(msg)).into());
+        }
+        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {

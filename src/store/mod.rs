@@ -7,6 +7,7 @@
 
 pub mod log;
 pub mod schema;
+pub mod snapshot;
 pub mod state_machine;
 
 use std::path::Path;

@@ -1,6 +1,7 @@
 //! The state machine (openraft storage-v2 `RaftStateMachine`): the in-memory [`Keyspace`]
 //! is the read path; every applied batch writes its changed keys, fences and `last_applied`
-//! to RocksDB in one WriteBatch. Snapshots serialize the whole keyspace.
+//! to RocksDB in one WriteBatch. A snapshot is a consistent view of that database, encoded
+//! only when a follower needs it ([`super::snapshot`]).
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -13,12 +14,12 @@ use openraft::{
     StorageIOError, StoredMembership,
 };
 use rocksdb::{IteratorMode, WriteBatch, DB};
-use serde::{Deserialize, Serialize};
 
 use super::schema::{
-    cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, StoredSnapshot, CF_FENCE,
-    CF_KV, CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET, K_SNAPSHOT,
+    cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, CF_FENCE, CF_KV, CF_META,
+    CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
 };
+use super::snapshot::{self, Header, IMAGE_FORMAT};
 use crate::cmd::Ctx;
 use crate::raft::{Batch, BatchReply, Entry, LogId, NodeId, StorageError, TypeConfig};
 use crate::state::{Event, Keyspace};
@@ -54,26 +55,10 @@ impl Default for SmState {
 /// Events buffered per receiver before the slowest one starts losing them.
 pub const EVENT_CAPACITY: usize = 65_536;
 
-/// The serialized snapshot image.
-#[derive(Serialize, Deserialize)]
-pub struct SnapshotImage {
-    /// Format version of the image.
-    pub format: u32,
-    /// Last applied log id.
-    pub last_applied: Option<LogId>,
-    /// Membership.
-    pub membership: StoredMembership<NodeId, openraft::BasicNode>,
-    /// The keyspace.
-    pub ks: Keyspace,
-}
-
 /// The state machine handle owned by openraft.
 pub struct StateMachine {
     db: Arc<DB>,
     state: Arc<RwLock<SmState>>,
-    snapshot_seq: u64,
-    /// The last log id of the snapshot stored under `K_SNAPSHOT` (see [`StoredSnapshotId`]).
-    stored: StoredSnapshotId,
     /// Test-only: sleep this long before installing a received snapshot
     /// ([`TEST_INSTALL_DELAY_ENV`]), so a test can kill the node inside the install.
     test_install_delay_ms: Option<u64>,
@@ -81,32 +66,6 @@ pub struct StateMachine {
 
 /// Environment variable of the test-only snapshot-install delay, in ms.
 pub const TEST_INSTALL_DELAY_ENV: &str = "PALISADE_TEST_SNAPSHOT_INSTALL_DELAY_MS";
-
-/// The last log id of the stored snapshot, shared by the state machine (installs) and the
-/// snapshot builders (spawned by openraft, so a build can finish after a newer install).
-/// The stored snapshot only moves forward: a build that read an older state than the stored
-/// snapshot does not replace it, or a node that later leads could offer followers a snapshot
-/// older than its purged log.
-#[derive(Clone, Default)]
-struct StoredSnapshotId(Arc<std::sync::Mutex<Option<LogId>>>);
-
-impl StoredSnapshotId {
-    /// Runs `write` (which stores the snapshot ending at `last`) if that is newer than the
-    /// stored one; returns whether it ran.
-    fn store_if_newer(
-        &self,
-        last: Option<LogId>,
-        write: impl FnOnce() -> Result<(), StorageError>,
-    ) -> Result<bool, StorageError> {
-        let mut cur = self.0.lock().map_err(|_| poisoned())?;
-        if cur.is_some() && last <= *cur {
-            return Ok(false);
-        }
-        write()?;
-        *cur = last;
-        Ok(true)
-    }
-}
 
 fn poisoned() -> StorageError {
     StorageIOError::read_state_machine(AnyError::error("state machine lock poisoned")).into()
@@ -130,23 +89,25 @@ impl StateMachine {
     /// Loads the state machine from the database.
     pub fn open(db: Arc<DB>) -> Result<Self, StorageError> {
         let meta: AppliedMeta = get_meta(&db, K_APPLIED)?.unwrap_or_default();
-        let mut entries = BTreeMap::new();
+        // RocksDB iterates in key order; collecting sorted pairs builds full B-tree nodes
+        // (inserting one by one leaves them about half full).
+        let mut entries = Vec::new();
         for item in db.iterator_cf(cf(&db, CF_KV)?, IteratorMode::Start) {
             let (k, v) = item.map_err(read_err)?;
-            entries.insert(Bytes::from(k.to_vec()), dec(&v)?);
+            entries.push((Bytes::from(k.to_vec()), dec(&v)?));
         }
-        let mut fences = BTreeMap::new();
+        let entries: BTreeMap<Bytes, crate::state::Entry> = entries.into_iter().collect();
+        let mut fences = Vec::new();
         for item in db.iterator_cf(cf(&db, CF_FENCE)?, IteratorMode::Start) {
             let (k, v) = item.map_err(read_err)?;
-            fences.insert(
-                Bytes::from(k.to_vec()),
-                decode_u64(&v).ok_or_else(|| {
-                    StorageError::from(StorageIOError::read_state_machine(AnyError::error(
-                        "bad fence value",
-                    )))
-                })?,
-            );
+            let fence = decode_u64(&v).ok_or_else(|| {
+                StorageError::from(StorageIOError::read_state_machine(AnyError::error(
+                    "bad fence value",
+                )))
+            })?;
+            fences.push((Bytes::from(k.to_vec()), fence));
         }
+        let fences: BTreeMap<Bytes, u64> = fences.into_iter().collect();
         let mut ks = Keyspace::from_parts(entries, fences, meta.revision, meta.clock);
         let (scripts, budget) = load_scripts(&db)?;
         ks.set_scripts(scripts, budget);
@@ -157,13 +118,9 @@ impl StateMachine {
             expired_total: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         };
-        let stored_last =
-            get_meta::<StoredSnapshot>(&db, K_SNAPSHOT)?.and_then(|s| s.meta.last_log_id);
         Ok(StateMachine {
             db,
             state: Arc::new(RwLock::new(state)),
-            snapshot_seq: 0,
-            stored: StoredSnapshotId(Arc::new(std::sync::Mutex::new(stored_last))),
             test_install_delay_ms: std::env::var(TEST_INSTALL_DELAY_ENV)
                 .ok()
                 .and_then(|v| v.parse().ok()),
@@ -209,13 +166,8 @@ impl StateMachine {
         self.db.write(wb).map_err(write_err)
     }
 
-    /// Replaces the whole persisted state with `st` (snapshot install), storing `snapshot`
-    /// with it in the same WriteBatch.
-    fn rewrite_all(
-        &self,
-        st: &SmState,
-        snapshot: Option<&StoredSnapshot>,
-    ) -> Result<(), StorageError> {
+    /// Replaces the whole persisted state with `st` (snapshot install), in one WriteBatch.
+    fn rewrite_all(&self, st: &SmState) -> Result<(), StorageError> {
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
             cf(&self.db, CF_FENCE)?,
@@ -241,9 +193,6 @@ impl StateMachine {
         let budget = st.ks.script_budget_setting();
         wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
-        if let Some(snapshot) = snapshot {
-            wb.put_cf(meta, K_SNAPSHOT, enc(snapshot)?);
-        }
         self.db.write(wb).map_err(write_err)
     }
 }
@@ -275,47 +224,29 @@ fn applied_meta(st: &SmState) -> AppliedMeta {
     }
 }
 
-/// Builds snapshots from the shared state.
+/// The metadata of the state at `st.last_applied`.
+fn snapshot_meta(st: &SmState) -> SnapshotMeta<NodeId, openraft::BasicNode> {
+    SnapshotMeta {
+        last_log_id: st.last_applied,
+        last_membership: st.membership.clone(),
+        snapshot_id: snapshot::snapshot_id(st.last_applied),
+    }
+}
+
+/// "Builds" snapshots: records the metadata of the applied state (see [`super::snapshot`]).
 pub struct SnapshotBuilder {
-    db: Arc<DB>,
     state: Arc<RwLock<SmState>>,
-    seq: u64,
-    stored: StoredSnapshotId,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    /// openraft 0.9 keeps only the metadata of a built snapshot (to purge the log behind it);
+    /// the data is produced by `get_current_snapshot` when a follower needs it, so it is
+    /// empty here.
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let (data, last_applied, membership) = {
-            let st = self.state.read().map_err(|_| poisoned())?;
-            let image = SnapshotImage {
-                format: super::schema::FORMAT_VERSION,
-                last_applied: st.last_applied,
-                membership: st.membership.clone(),
-                ks: st.ks.clone(),
-            };
-            (enc(&image)?, st.last_applied, st.membership.clone())
-        };
-        let snapshot_id = match last_applied {
-            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, self.seq),
-            None => format!("0-0-{}", self.seq),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: last_applied,
-            last_membership: membership,
-            snapshot_id,
-        };
-        let stored = StoredSnapshot {
-            meta: meta.clone(),
-            data: data.clone(),
-        };
-        let db = &self.db;
-        self.stored.store_if_newer(last_applied, || {
-            db.put_cf(cf(db, CF_META)?, K_SNAPSHOT, enc(&stored)?)
-                .map_err(write_err)
-        })?;
+        let meta = snapshot_meta(&*self.state.read().map_err(|_| poisoned())?);
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(Cursor::new(Vec::new())),
         })
     }
 }
@@ -368,12 +299,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        self.snapshot_seq += 1;
         SnapshotBuilder {
-            db: self.db.clone(),
             state: self.state.clone(),
-            seq: self.snapshot_seq,
-            stored: self.stored.clone(),
         }
     }
 
@@ -391,73 +318,47 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
         let data = snapshot.into_inner();
-        let image: SnapshotImage = dec(&data)?;
-        if image.format != super::schema::FORMAT_VERSION {
+        let (header, ks) = snapshot::decode(&data)?;
+        if header.last_applied != meta.last_log_id {
             return Err(StorageIOError::read_snapshot(
                 Some(meta.signature()),
-                AnyError::error(format!("snapshot format {} unsupported", image.format)),
+                AnyError::error("snapshot image and metadata disagree on last_applied"),
             )
             .into());
         }
-        let mut ks = image.ks;
-        ks.rebuild_index();
         let mut st = self.state.write().map_err(|_| poisoned())?;
         st.ks = ks;
         st.ks.clear_changes();
         st.last_applied = meta.last_log_id;
         st.membership = meta.last_membership.clone();
-        // The state, last_applied and the snapshot itself in one WriteBatch. openraft cannot
-        // purge the log this snapshot covers before this write is done (`LogStore::purge`
-        // waits for it).
-        let stored = StoredSnapshot {
-            meta: meta.clone(),
-            data,
-        };
-        let newer = self
-            .stored
-            .store_if_newer(meta.last_log_id, || self.rewrite_all(&st, Some(&stored)))?;
-        if !newer {
-            self.rewrite_all(&st, None)?;
-        }
-        Ok(())
+        // State and last_applied in one WriteBatch. openraft cannot purge the log this
+        // snapshot covers before this write is done (`LogStore::purge` waits for it).
+        self.rewrite_all(&st)
     }
 
+    /// The applied state, encoded from a RocksDB snapshot taken under the state lock (so it
+    /// is exactly the state at `last_applied`); `None` before anything is applied.
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let stored: Option<StoredSnapshot> = get_meta(&self.db, K_SNAPSHOT)?;
-        Ok(stored.map(|s| Snapshot {
-            meta: s.meta,
-            snapshot: Box::new(Cursor::new(s.data)),
+        let (db_snap, meta, header) = {
+            let st = self.state.read().map_err(|_| poisoned())?;
+            if st.last_applied.is_none() {
+                return Ok(None);
+            }
+            let header = Header {
+                format: IMAGE_FORMAT,
+                last_applied: st.last_applied,
+                membership: st.membership.clone(),
+                revision: st.ks.revision(),
+                clock: *st.ks.clock(),
+                scripts: st.ks.scripts().clone(),
+                script_budget: st.ks.script_budget_setting(),
+            };
+            (self.db.snapshot(), snapshot_meta(&st), header)
+        };
+        let data = snapshot::encode(&self.db, &db_snap, &header)?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use openraft::CommittedLeaderId;
-
-    fn id(i: u64) -> Option<LogId> {
-        Some(LogId::new(CommittedLeaderId::new(1, 1), i))
-    }
-
-    /// A snapshot build that read the state before a newer install finishes after it; the
-    /// stored snapshot must stay the newer one.
-    #[test]
-    fn the_stored_snapshot_only_moves_forward() {
-        let stored = StoredSnapshotId::default();
-        let mut writes = Vec::new();
-        let mut ran = Vec::new();
-        for last in [id(10), id(5), id(10), id(12)] {
-            ran.push(
-                stored
-                    .store_if_newer(last, || {
-                        writes.push(last);
-                        Ok(())
-                    })
-                    .unwrap(),
-            );
-        }
-        assert_eq!(ran, vec![true, false, false, true]);
-        assert_eq!(writes, vec![id(10), id(12)]);
     }
 }

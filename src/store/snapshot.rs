@@ -1,0 +1,254 @@
+//! Snapshots as a view of the database.
+//!
+//! A snapshot is not kept anywhere: the state machine persists every applied batch, so the
+//! column families *are* the state at `last_applied`. Building a snapshot (openraft asks
+//! after every `--snapshot-every` entries, to purge the log behind it) only records its
+//! metadata. When a follower needs the data, [`encode`] streams a consistent RocksDB
+//! snapshot of the `kv` and `fence` families into one buffer. Nothing is cloned in memory and
+//! no lock is held while it is encoded.
+//!
+//! Image format (version [`IMAGE_FORMAT`]):
+//! - u32 BE length of the header, then the postcard [`Header`];
+//! - records, each a tag byte: `1` = key/value (u32 BE key length, key, u32 BE value length,
+//!   value: the stored postcard [`crate::state::Entry`]), `2` = fence (u32 BE key length, key,
+//!   u64 BE fence), `0` = end.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use openraft::{AnyError, StorageIOError, StoredMembership};
+use rocksdb::{IteratorMode, SnapshotWithThreadMode, DB};
+use serde::{Deserialize, Serialize};
+
+use super::schema::{cf, dec, enc, read_err, CF_FENCE, CF_KV};
+use crate::raft::{LogId, NodeId, StorageError};
+use crate::state::{ClusterClock, Entry, Keyspace};
+
+/// The image format this build writes and reads.
+pub const IMAGE_FORMAT: u32 = 2;
+
+const TAG_END: u8 = 0;
+const TAG_KV: u8 = 1;
+const TAG_FENCE: u8 = 2;
+
+/// Everything in an image except the keys and fences.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Header {
+    /// [`IMAGE_FORMAT`] of the writer.
+    pub format: u32,
+    /// Last applied log id the image reflects.
+    pub last_applied: Option<LogId>,
+    /// Membership at `last_applied`.
+    pub membership: StoredMembership<NodeId, openraft::BasicNode>,
+    /// The revision counter.
+    pub revision: u64,
+    /// The cluster clock.
+    pub clock: ClusterClock,
+    /// The replicated script cache (SHA1 hex -> body).
+    pub scripts: BTreeMap<String, Bytes>,
+    /// The script instruction budget setting.
+    pub script_budget: u64,
+}
+
+/// A snapshot id that depends only on the last log id, so that every node names the same
+/// state the same way.
+pub fn snapshot_id(last: Option<LogId>) -> String {
+    match last {
+        Some(l) => format!("{}-{}-{}", l.leader_id.term, l.leader_id.node_id, l.index),
+        None => "0-0-0".into(),
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), StorageError> {
+    let len = u32::try_from(b.len()).map_err(|_| corrupt("record longer than 4 GiB"))?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(b);
+    Ok(())
+}
+
+/// Encodes the image of `snap` (a RocksDB snapshot taken while the state machine was at
+/// `header.last_applied`).
+pub fn encode(
+    db: &DB,
+    snap: &SnapshotWithThreadMode<'_, DB>,
+    header: &Header,
+) -> Result<Vec<u8>, StorageError> {
+    let mut out = Vec::new();
+    put_bytes(&mut out, &enc(header)?)?;
+    for item in snap.iterator_cf(cf(db, CF_KV)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(read_err)?;
+        out.push(TAG_KV);
+        put_bytes(&mut out, &k)?;
+        put_bytes(&mut out, &v)?;
+    }
+    for item in snap.iterator_cf(cf(db, CF_FENCE)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(read_err)?;
+        out.push(TAG_FENCE);
+        put_bytes(&mut out, &k)?;
+        out.extend_from_slice(&v);
+    }
+    out.push(TAG_END);
+    Ok(out)
+}
+
+fn corrupt(what: &str) -> StorageError {
+    StorageIOError::read_snapshot(None, AnyError::error(format!("bad snapshot image: {what}")))
+        .into()
+}
+
+/// A bounds-checked reader over image bytes: corrupt input is an error, never a panic.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StorageError> {
+        if self.buf.len() < n {
+            return Err(corrupt("truncated"));
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, StorageError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, StorageError> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, StorageError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_be_bytes(a))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], StorageError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+/// Decodes an image into its header and keyspace.
+pub fn decode(data: &[u8]) -> Result<(Header, Keyspace), StorageError> {
+    let mut r = Reader { buf: data };
+    let header: Header = dec(r.bytes()?)?;
+    if header.format != IMAGE_FORMAT {
+        return Err(corrupt(&format!(
+            "format {} (this build reads {IMAGE_FORMAT})",
+            header.format
+        )));
+    }
+    // Keys arrive sorted (RocksDB order), so collecting builds full B-tree nodes.
+    let mut entries: Vec<(Bytes, Entry)> = Vec::new();
+    let mut fences: Vec<(Bytes, u64)> = Vec::new();
+    loop {
+        match r.u8()? {
+            TAG_END => break,
+            TAG_KV => {
+                let k = Bytes::copy_from_slice(r.bytes()?);
+                let e: Entry = dec(r.bytes()?)?;
+                entries.push((k, e));
+            }
+            TAG_FENCE => {
+                let k = Bytes::copy_from_slice(r.bytes()?);
+                fences.push((k, r.u64()?));
+            }
+            t => return Err(corrupt(&format!("unknown record tag {t}"))),
+        }
+    }
+    if !r.buf.is_empty() {
+        return Err(corrupt("bytes after the end marker"));
+    }
+    let mut ks = Keyspace::from_parts(
+        entries.into_iter().collect(),
+        fences.into_iter().collect(),
+        header.revision,
+        header.clock,
+    );
+    ks.set_scripts(header.scripts.clone(), header.script_budget);
+    Ok((header, ks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Value;
+    use rocksdb::WriteBatch;
+
+    fn header() -> Header {
+        Header {
+            format: IMAGE_FORMAT,
+            last_applied: None,
+            membership: StoredMembership::default(),
+            revision: 42,
+            clock: ClusterClock::default(),
+            scripts: BTreeMap::from([("ab".to_string(), Bytes::from_static(b"return 1"))]),
+            script_budget: 7,
+        }
+    }
+
+    fn entry(v: &str, token: u64) -> Entry {
+        Entry {
+            value: Value::Str(Bytes::copy_from_slice(v.as_bytes())),
+            expire_at: Some(1000 + token),
+            token,
+            modified: token,
+        }
+    }
+
+    #[test]
+    fn an_image_is_the_database_at_the_moment_of_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = super::super::schema::open_db(dir.path()).unwrap();
+        let (kv, fence) = (cf(&db, CF_KV).unwrap(), cf(&db, CF_FENCE).unwrap());
+        let mut wb = WriteBatch::default();
+        wb.put_cf(kv, b"a", enc(&entry("x", 1)).unwrap());
+        wb.put_cf(kv, b"b", enc(&entry("y", 2)).unwrap());
+        wb.put_cf(fence, b"a", 9u64.to_be_bytes());
+        db.write(wb).unwrap();
+        let snap = db.snapshot();
+        // Later writes are not in the image.
+        db.put_cf(kv, b"c", enc(&entry("z", 3)).unwrap()).unwrap();
+        db.delete_cf(kv, b"a").unwrap();
+        let data = encode(&db, &snap, &header()).unwrap();
+        let (h, ks) = decode(&data).unwrap();
+        assert_eq!(h.revision, 42);
+        assert_eq!(ks.revision(), 42);
+        assert_eq!(ks.script_budget_setting(), 7);
+        assert_eq!(ks.scripts().len(), 1);
+        let keys: Vec<&[u8]> = ks.entries().keys().map(|k| k.as_ref()).collect();
+        assert_eq!(keys, vec![&b"a"[..], &b"b"[..]]);
+        assert_eq!(ks.entries()[&b"b"[..]], entry("y", 2));
+        assert_eq!(ks.fence(b"a"), 9);
+        assert_eq!(ks.volatile_len(), 2, "expiry index rebuilt");
+    }
+
+    #[test]
+    fn corrupt_images_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = super::super::schema::open_db(dir.path()).unwrap();
+        db.put_cf(cf(&db, CF_KV).unwrap(), b"k", enc(&entry("v", 1)).unwrap())
+            .unwrap();
+        let data = encode(&db, &db.snapshot(), &header()).unwrap();
+        assert!(decode(&data).is_ok());
+        for cut in 0..data.len() {
+            assert!(decode(&data[..cut]).is_err(), "truncated at {cut}");
+        }
+        let mut extra = data.clone();
+        extra.push(0);
+        assert!(decode(&extra).is_err());
+        let mut bad_tag = data.clone();
+        let end = bad_tag.len() - 1;
+        bad_tag[end] = 9;
+        assert!(decode(&bad_tag).is_err());
+        let mut other = header();
+        other.format = 1;
+        let data = encode(&db, &db.snapshot(), &other).unwrap();
+        assert!(decode(&data).is_err());
+    }
+}
