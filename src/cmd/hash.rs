@@ -142,7 +142,7 @@ fn is_hash(v: &Value) -> bool {
 }
 
 fn new_hash() -> Value {
-    Value::Hash(Hash::default())
+    Value::Hash(Box::default())
 }
 
 /// The hash inside a value returned by `value_mut` with `is_hash`.

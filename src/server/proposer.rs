@@ -21,7 +21,7 @@ use crate::resp::Reply;
 /// Most commands in one log entry.
 pub const MAX_BATCH: usize = 4096;
 /// Most batches proposed but not yet applied.
-pub const MAX_IN_FLIGHT: usize = 2;
+pub const MAX_IN_FLIGHT: usize = 8;
 
 /// A queued write.
 struct Pending {

@@ -24,8 +24,9 @@ pub type List = VecDeque<Bytes>;
 pub enum Value {
     /// A Redis string. Any string key is also a lock whose owner is its value.
     Str(Bytes),
-    /// A Redis hash (never empty while stored).
-    Hash(Hash),
+    /// A Redis hash (never empty while stored). Boxed: an `IndexMap` is 72 bytes, and an
+    /// unboxed one would make every entry, locks included, that much larger.
+    Hash(Box<Hash>),
     /// A Redis list (never empty while stored).
     List(List),
 }
@@ -100,8 +101,10 @@ pub struct Keyspace {
     clock: ClusterClock,
     /// The replicated script cache (SHA1 hex -> body) and budget.
     pub(super) scripts: super::scripts::ScriptCache,
+    /// Number of entries with a deadline (expired keys are found by a sweep, not an index:
+    /// an index costs a second copy of every lock's key).
     #[serde(skip)]
-    expiries: BTreeSet<(u64, Bytes)>,
+    volatile: usize,
     #[serde(skip)]
     dirty: BTreeSet<Bytes>,
     #[serde(skip)]
@@ -155,13 +158,13 @@ impl Keyspace {
         ks
     }
 
-    /// Rebuilds the expiry index (after deserializing a snapshot).
+    /// Recounts the keys with a deadline (after loading entries).
     pub fn rebuild_index(&mut self) {
-        self.expiries = self
+        self.volatile = self
             .entries
-            .iter()
-            .filter_map(|(k, e)| e.expire_at.map(|at| (at, k.clone())))
-            .collect();
+            .values()
+            .filter(|e| e.expire_at.is_some())
+            .count();
     }
 
     /// The revision: advanced by one for every applied write command.
@@ -301,16 +304,12 @@ impl Keyspace {
     }
 
     fn raw_insert(&mut self, key: Bytes, entry: Entry) {
-        if let Some(old) = self.entries.get(&key) {
-            if let Some(at) = old.expire_at {
-                self.expiries.remove(&(at, key.clone()));
-            }
-        }
-        if let Some(at) = entry.expire_at {
-            self.expiries.insert((at, key.clone()));
-        }
+        let volatile = entry.expire_at.is_some();
         self.dirty.insert(key.clone());
-        self.entries.insert(key, entry);
+        if let Some(old) = self.entries.insert(key, entry) {
+            self.volatile -= usize::from(old.expire_at.is_some());
+        }
+        self.volatile += usize::from(volatile);
     }
 
     /// Removes `key`; returns the entry if it was live at `now`.
@@ -319,9 +318,7 @@ impl Keyspace {
             self.note(&Bytes::copy_from_slice(key));
         }
         let (k, old) = self.entries.remove_entry(key)?;
-        if let Some(at) = old.expire_at {
-            self.expiries.remove(&(at, k.clone()));
-        }
+        self.volatile -= usize::from(old.expire_at.is_some());
         self.dirty.insert(k);
         old.live(now).then_some(old)
     }
@@ -360,7 +357,7 @@ impl Keyspace {
 
     /// Number of live keys at `now`.
     pub fn live_len(&self, now: u64) -> usize {
-        if self.expiries.is_empty() {
+        if self.volatile == 0 {
             return self.entries.len();
         }
         self.live_keys(now).count()
@@ -373,17 +370,42 @@ impl Keyspace {
 
     /// Number of keys with a deadline.
     pub fn volatile_len(&self) -> usize {
-        self.expiries.len()
+        self.volatile
     }
 
-    /// Up to `limit` keys whose deadline has passed at `now`, earliest first.
-    pub fn expired_keys(&self, now: u64, limit: usize) -> Vec<Bytes> {
-        self.expiries
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .take(limit)
-            .map(|(_, k)| k.clone())
-            .collect()
+    /// Sweeps for keys whose deadline has passed at `now`: looks at up to `max_scan` keys in
+    /// key order after `after` (from the start if `None`, wrapping around once), and returns
+    /// up to `limit` expired ones and where the next sweep should start (`None`: from the
+    /// start). A full pass over the keyspace takes `len / max_scan` sweeps.
+    pub fn expired_keys(
+        &self,
+        now: u64,
+        after: Option<&Bytes>,
+        limit: usize,
+        max_scan: usize,
+    ) -> (Vec<Bytes>, Option<Bytes>) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut found = Vec::new();
+        if self.volatile == 0 {
+            return (found, None);
+        }
+        let lower = after.map_or(Unbounded, Excluded);
+        let tail = self.entries.range::<Bytes, _>((lower, Unbounded));
+        let head = self
+            .entries
+            .range::<Bytes, _>((Unbounded, after.map_or(Unbounded, Excluded)));
+        let mut last = None;
+        let wrapped = after.is_some();
+        for (i, (k, e)) in tail.chain(head.take_while(|_| wrapped)).enumerate() {
+            if i >= max_scan || found.len() >= limit {
+                return (found, last);
+            }
+            if !e.live(now) {
+                found.push(k.clone());
+            }
+            last = Some(k.clone());
+        }
+        (found, None)
     }
 
     /// Removes `key` only if it has expired at `now` (eviction entries proposed by the leader).
@@ -441,9 +463,7 @@ impl Keyspace {
                 Some(entry) => self.raw_insert(key, entry),
                 None => {
                     if let Some(e) = self.entries.remove(&key) {
-                        if let Some(at) = e.expire_at {
-                            self.expiries.remove(&(at, key.clone()));
-                        }
+                        self.volatile -= usize::from(e.expire_at.is_some());
                     }
                     self.dirty.insert(key);
                 }
@@ -506,6 +526,14 @@ mod tests {
         Bytes::copy_from_slice(s.as_bytes())
     }
 
+    /// Every lock is one entry: its size is most of a node's memory per lock
+    /// (docs/performance.md). An unboxed hash variant made it 112 bytes.
+    #[test]
+    fn entries_stay_compact() {
+        assert!(std::mem::size_of::<Value>() <= 40);
+        assert!(std::mem::size_of::<Entry>() <= 72);
+    }
+
     #[test]
     fn token_kept_for_same_owner_changed_for_new_owner() {
         let mut ks = Keyspace::default();
@@ -523,11 +551,41 @@ mod tests {
         ks.set_str(b("b"), b("1"), None, 2, 0);
         assert!(ks.get(b"a", 9).is_some());
         assert!(ks.get(b"a", 10).is_none());
-        assert_eq!(ks.expired_keys(10, 10), vec![b("a")]);
+        assert_eq!(ks.expired_keys(10, None, 10, 100).0, vec![b("a")]);
+        assert_eq!(ks.volatile_len(), 1);
         assert_eq!(ks.live_len(10), 1);
         assert!(ks.evict(b"a", 10));
         assert!(!ks.evict(b"b", 10));
-        assert!(ks.expired_keys(100, 10).is_empty());
+        assert_eq!(ks.volatile_len(), 0);
+        assert!(ks.expired_keys(100, None, 10, 100).0.is_empty());
+    }
+
+    /// The eviction sweep visits every key once per pass, resuming where it stopped and
+    /// wrapping around, and respects both the scan and the result limits.
+    #[test]
+    fn the_expiry_sweep_resumes_and_wraps() {
+        let mut ks = Keyspace::default();
+        for i in 0..10u64 {
+            // Even keys expire at 5, odd ones never.
+            let at = (i % 2 == 0).then_some(5);
+            ks.set_str(b(&format!("k{i}")), b("v"), at, i + 1, 0);
+        }
+        let (found, next) = ks.expired_keys(10, None, 100, 4);
+        assert_eq!(found, vec![b("k0"), b("k2")]);
+        assert_eq!(next, Some(b("k3")));
+        let (found, next) = ks.expired_keys(10, next.as_ref(), 100, 4);
+        assert_eq!(found, vec![b("k4"), b("k6")]);
+        assert_eq!(next, Some(b("k7")));
+        // The rest of the pass, then it wraps to the start and stops before k7 again.
+        let (found, next) = ks.expired_keys(10, next.as_ref(), 100, 100);
+        assert_eq!(found, vec![b("k8"), b("k0"), b("k2"), b("k4"), b("k6")]);
+        assert_eq!(next, None);
+        // The result limit stops the sweep early, with a cursor after the last key seen.
+        let (found, next) = ks.expired_keys(10, None, 1, 100);
+        assert_eq!(found, vec![b("k0")]);
+        assert_eq!(next, Some(b("k0")));
+        // Nothing has expired yet: a full pass finds nothing.
+        assert_eq!(ks.expired_keys(4, None, 100, 100), (vec![], None));
     }
 
     #[test]

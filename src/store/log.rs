@@ -47,8 +47,9 @@ impl LogStore {
     /// Wraps an opened database.
     pub fn new(db: Arc<DB>) -> Self {
         let (syncer, rx) = std::sync::mpsc::channel();
-        let sync_db = db.clone();
-        // The thread ends when the last LogStore (the last sender) is dropped.
+        // A weak handle: the database closes when the store is dropped, without waiting for
+        // this thread, which ends when the last LogStore (the last sender) is dropped.
+        let sync_db = Arc::downgrade(&db);
         std::thread::Builder::new()
             .name("palisade-wal-sync".into())
             .spawn(move || sync_loop(&sync_db, &rx))
@@ -123,18 +124,21 @@ impl LogStore {
 }
 
 /// Syncs the WAL for every append waiting, one sync for all of them, then reports them flushed.
-fn sync_loop(db: &DB, rx: &std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
+fn sync_loop(db: &std::sync::Weak<DB>, rx: &std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
     while let Ok(first) = rx.recv() {
         let mut waiting = vec![first];
         waiting.extend(rx.try_iter());
-        let res = db.flush_wal(true);
+        let res = match db.upgrade() {
+            Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
+            None => Err("the database is closed".to_string()),
+        };
         if let Err(e) = &res {
             tracing::error!(error = %e, "syncing the Raft log failed");
         }
         for cb in waiting {
             let io = match &res {
                 Ok(()) => Ok(()),
-                Err(e) => Err(std::io::Error::other(e.to_string())),
+                Err(e) => Err(std::io::Error::other(e.clone())),
             };
             cb.log_io_completed(io);
         }
