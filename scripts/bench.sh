@@ -63,11 +63,43 @@ cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin palisade 
 BIN="$CARGO_TARGET_DIR/release"
 
 WORK="$(mktemp -d -t palisade-bench-XXXXXX)"
-BASE=$((20000 + RANDOM % 20000))
+PIDS=()
+
+# Every port a run uses, from BASE: cluster nodes BASE.., the one-node Palisade BASE+50, the
+# Redis servers BASE+100 and BASE+101; Palisade's peer ports are client ports + 10000.
+ports_from() {
+    local b="$1" n
+    for n in $(seq 0 $((NODES - 1))) 50; do echo $((b + n)) $((b + n + 10000)); done
+    echo $((b + 100)) $((b + 101))
+}
+# Taken: listening, or the local end of any connection (a listener cannot bind those either).
+taken_ports() {
+    if command -v ss >/dev/null 2>&1; then
+        ss -Htan | awk '{ n = split($4, a, ":"); print a[n] }' | sort -u
+    fi
+}
+# Other programs (tests, other clusters) listen on random loopback ports too, and outgoing
+# connections hold ports from the ephemeral range: pick a base below that range (usually
+# 32768 and up) whose ports are all free.
+EPHEMERAL_LOW="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+TOP_BASE=$((EPHEMERAL_LOW - 10200))
+((TOP_BASE > 11000)) || TOP_BASE=50000 # an unusual range: use high ports and hope
+TAKEN=" $(taken_ports | tr '\n' ' ') "
+for _ in $(seq 1 50); do
+    BASE=$((10000 + RANDOM % (TOP_BASE - 10000)))
+    busy=""
+    for p in $(ports_from "$BASE"); do
+        if [[ "$TAKEN" == *" $p "* ]] || (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            busy=1
+            break
+        fi
+    done
+    [[ -z "$busy" ]] && break
+done
+[[ -z "$busy" ]] || die "found no free range of loopback ports"
 SINGLE_PORT=$((BASE + 50))
 ALWAYS_PORT=$((BASE + 100))
 EVERYSEC_PORT=$((BASE + 101))
-PIDS=()
 
 cluster() {
     PALISADE_CLUSTER_DIR="$WORK/cluster" PALISADE_NODES="$NODES" PALISADE_BASE_PORT="$BASE" \
@@ -129,7 +161,11 @@ start_single() { # PORT
 
 start_cluster() { # prints the leader's client port
     cluster start >&2
-    local leader
+    local leader n
+    for n in $(seq 1 "$NODES"); do
+        wait_for 20 answers_ping "$(node_port "$n")" ||
+            die "node $n of the cluster is not running; see $WORK/cluster/n$n/palisade.log"
+    done
     for _ in $(seq 1 100); do
         leader="$(cluster leader 2>/dev/null || true)"
         [[ -n "$leader" ]] && break
@@ -155,7 +191,19 @@ machine() {
 restart_timed() {
     local n="$1" role="$2" port t0 t_ping t_keys
     port="$(node_port "$n")"
+    local pid
+    pid="$(node_pid "$n")"
     cluster kill "$n" >&2
+    # Wait until it is gone. In a container whose init does not reap orphans, it stays a
+    # zombie, which cluster.sh would take for a running node: forget its pid file then.
+    for _ in $(seq 1 100); do
+        [[ -e "/proc/$pid" ]] || break
+        if [[ "$(awk '/^State:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)" == Z ]]; then
+            rm -f "$WORK/cluster/n$n/palisade.pid"
+            break
+        fi
+        sleep 0.05
+    done
     sleep 0.5
     t0="$(now_ms)"
     cluster restart "$n" >&2
