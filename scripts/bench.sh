@@ -29,8 +29,8 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-TARGETS="palisade-3,palisade-1,redis-always,redis-everysec" CLIENTS=1,4,16,64 DURATION=5 ROUNDS=3
-WORKLOAD=cycle NODES=3 OUT="" MEMORY=""
+TARGETS="palisade-3,palisade-1,redis-always,redis-everysec" CLIENTS="" DURATION="" ROUNDS=""
+WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --targets) TARGETS="$2"; shift 2 ;;
@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --workload) WORKLOAD="$2"; shift 2 ;;
     --nodes) NODES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    --quick) CLIENTS=1,16 DURATION=2 ROUNDS=1; shift ;;
+    --quick) QUICK=1; shift ;;
     --memory)
         MEMORY=1000000
         if [[ $# -gt 1 && "$2" =~ ^[0-9]+$ ]]; then MEMORY="$2"; shift; fi
@@ -51,6 +51,12 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ "$NODES" == 3 || "$NODES" == 5 ]] || die "--nodes must be 3 or 5"
+# --quick changes the defaults only: `--quick --clients 4` runs 4 clients for 2 s.
+if [[ -n "$QUICK" ]]; then
+    CLIENTS="${CLIENTS:-1,16}" DURATION="${DURATION:-2}" ROUNDS="${ROUNDS:-1}"
+else
+    CLIENTS="${CLIENTS:-1,4,16,64}" DURATION="${DURATION:-5}" ROUNDS="${ROUNDS:-3}"
+fi
 
 OUT="${OUT:-$CARGO_TARGET_DIR/bench}"
 mkdir -p "$OUT"
