@@ -39,7 +39,7 @@ use workload::{Kind, Worker, Workload, RELEASE};
 )]
 struct Args {
     /// A target: NAME=KIND@HOST:PORT, KIND being palisade or redis. Repeat to compare.
-    #[arg(long = "target", required = true)]
+    #[arg(long = "target", required_unless_present = "replot")]
     targets: Vec<String>,
     /// Concurrent clients (connections): one count or a list such as 1,4,16,64. Every target
     /// runs at every count. The load workload uses the first count as its connection count.
@@ -63,6 +63,9 @@ struct Args {
     /// Draw cycles/s and p99 against the client count into this PNG file.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// Redraw --plot from the --json file of an earlier run, without running anything.
+    #[arg(long, requires = "plot")]
+    replot: Option<std::path::PathBuf>,
     /// The title of the plot.
     #[arg(long, default_value = "LOCK CYCLES")]
     title: String,
@@ -249,9 +252,30 @@ async fn run_load(args: &Args, targets: &[Target], conns: usize) -> anyhow::Resu
     Ok(())
 }
 
+/// What --replot reads back from a --json file.
+#[derive(serde::Deserialize)]
+struct Saved {
+    targets: Vec<SavedTarget>,
+    summary: Vec<Summary>,
+}
+
+#[derive(serde::Deserialize)]
+struct SavedTarget {
+    name: String,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let (Some(json), Some(plot)) = (&args.replot, &args.plot) {
+        let text = std::fs::read(json).with_context(|| format!("reading {}", json.display()))?;
+        let saved: Saved = serde_json::from_slice(&text)
+            .with_context(|| format!("{} is not the --json of a sweep", json.display()))?;
+        let names: Vec<String> = saved.targets.into_iter().map(|t| t.name).collect();
+        return chart::clients_chart(&saved.summary, &names, &args.title)
+            .save(plot)
+            .with_context(|| format!("writing {}", plot.display()));
+    }
     let targets = args
         .targets
         .iter()

@@ -1,7 +1,7 @@
 //! The pure part of the benchmark: the client list, per-round results, medians over rounds,
 //! ratios to the reference target, and the summary table.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One round's result for one target at one client count.
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -33,7 +33,7 @@ pub struct RoundResult {
 }
 
 /// The medians over the rounds of one target at one client count.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Summary {
     /// Target name.
     pub target: String,
