@@ -266,7 +266,7 @@ memory_run() {
         "$(($(redis-cli -p "$ALWAYS_PORT" INFO memory | tr -d '\r' | sed -n 's/^used_memory_rss://p') / 1000000))"
 
     echo
-    printf 'targets (design: at 1,000,000 locks, RSS <= 250 MB per node, restart <= 10 s):\n'
+    printf 'targets (issue 7: at 1,000,000 locks, RSS <= 250 MB per node, restart <= 10 s):\n'
     printf '  largest RSS %s MB%s: %s\n' "$(mb "$max_rss")" \
         "$([[ "$LOCKS" -ne 1000000 ]] && echo " at $LOCKS locks (the target is for 1,000,000)")" \
         "$(verdict $((max_rss * 1024 <= 250000000)))"
