@@ -1,60 +1,318 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: a 3-node Palisade cluster against a single Redis 7 with
-# `appendonly yes, appendfsync always` ("Redis-always"), on this machine, in one run.
+# Benchmarks on this machine, in one run; results in docs/performance.md.
 #
-#   scripts/bench.sh [--clients N] [--duration S] [--rounds R] [--workload cycle|hot|read|pipeline]
-#                    [--nodes 3|5] [--json FILE]
+#   scripts/bench.sh                  the full comparison: every target at 1, 4, 16 and 64 clients
+#   scripts/bench.sh --quick          a smoke run of about a minute (clients 1,16; 2 s; 1 round)
+#   scripts/bench.sh --memory [N]     RSS per lock with N locks (default 1000000) on a 3-node
+#                                     cluster, and the restart time of a follower and the leader
 #
-# Builds release binaries, starts everything on free loopback ports under a temporary
-# directory, runs palisade-bench alternating the targets round by round, prints the table with
-# medians and ratios, and tears everything down (also on Ctrl-C).
+# The targets of the comparison, all on loopback:
+#   palisade-3       a 3-node Palisade cluster, clients on the leader's port (--nodes 5: palisade-5)
+#   palisade-1       a one-node Palisade
+#   redis-always     Redis 7, appendonly yes, appendfsync always (the reference of the ratios)
+#   redis-everysec   Redis 7, appendonly yes, appendfsync everysec
+#
+# Options of the comparison:
+#   --targets LIST   some of palisade-3,palisade-1,redis-always,redis-everysec (default: all)
+#   --clients LIST   client counts (default 1,4,16,64)
+#   --duration S     seconds per round, target and client count (default 5)
+#   --rounds R       rounds; the targets alternate within each round (default 3)
+#   --workload W     cycle, hot, read or pipeline (default cycle)
+#   --nodes 3|5      size of the Palisade cluster (default 3)
+#   --out DIR        output directory (default $CARGO_TARGET_DIR/bench): bench.json,
+#                    bench-clients.png, bench.txt, env.txt; memory.txt and memory-*.json
+#
+# It installs what it needs (a C/C++ toolchain and libclang for RocksDB, redis-server), builds
+# the release binaries, starts everything on free loopback ports under a temporary directory,
+# and tears everything down on exit, also on Ctrl-C.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-CLIENTS=16 DURATION=10 ROUNDS=3 WORKLOAD=cycle NODES=3 JSON=""
+TARGETS="palisade-3,palisade-1,redis-always,redis-everysec" CLIENTS="" DURATION="" ROUNDS=""
+WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
+    --targets) TARGETS="$2"; shift 2 ;;
     --clients) CLIENTS="$2"; shift 2 ;;
     --duration) DURATION="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --workload) WORKLOAD="$2"; shift 2 ;;
     --nodes) NODES="$2"; shift 2 ;;
-    --json) JSON="$2"; shift 2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
+    --out) OUT="$2"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --memory)
+        MEMORY=1000000
+        if [[ $# -gt 1 && "$2" =~ ^[0-9]+$ ]]; then MEMORY="$2"; shift; fi
+        shift
+        ;;
+    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument $1 (see scripts/bench.sh --help)" ;;
     esac
 done
+[[ "$NODES" == 3 || "$NODES" == 5 ]] || die "--nodes must be 3 or 5"
+# --quick changes the defaults only: `--quick --clients 4` runs 4 clients for 2 s.
+if [[ -n "$QUICK" ]]; then
+    CLIENTS="${CLIENTS:-1,16}" DURATION="${DURATION:-2}" ROUNDS="${ROUNDS:-1}"
+else
+    CLIENTS="${CLIENTS:-1,4,16,64}" DURATION="${DURATION:-5}" ROUNDS="${ROUNDS:-3}"
+fi
+
+OUT="${OUT:-$CARGO_TARGET_DIR/bench}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
 
 ensure_build_deps
-command -v redis-server >/dev/null 2>&1 || ensure_redis
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+ensure_redis
+log "building release binaries (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin palisade --bin palisade-bench
 BIN="$CARGO_TARGET_DIR/release"
 
 WORK="$(mktemp -d -t palisade-bench-XXXXXX)"
-BASE=$((20000 + RANDOM % 20000))
-REDIS_PORT=$((BASE + 100))
-cleanup() {
+PIDS=()
+
+# Every port a run uses, from BASE: cluster nodes BASE.., the one-node Palisade BASE+50, the
+# Redis servers BASE+100 and BASE+101; Palisade's peer ports are client ports + 10000.
+ports_from() {
+    local b="$1" n
+    for n in $(seq 0 $((NODES - 1))) 50; do echo $((b + n)) $((b + n + 10000)); done
+    echo $((b + 100)) $((b + 101))
+}
+# Taken: listening, or the local end of any connection (a listener cannot bind those either).
+taken_ports() {
+    if command -v ss >/dev/null 2>&1; then
+        ss -Htan | awk '{ n = split($4, a, ":"); print a[n] }' | sort -u
+    fi
+}
+# Other programs (tests, other clusters) listen on random loopback ports too, and outgoing
+# connections hold ports from the ephemeral range: pick a base below that range (usually
+# 32768 and up) whose ports are all free.
+EPHEMERAL_LOW="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+TOP_BASE=$((EPHEMERAL_LOW - 10200))
+((TOP_BASE > 11000)) || TOP_BASE=50000 # an unusual range: use high ports and hope
+TAKEN=" $(taken_ports | tr '\n' ' ') "
+for _ in $(seq 1 50); do
+    BASE=$((10000 + RANDOM % (TOP_BASE - 10000)))
+    busy=""
+    for p in $(ports_from "$BASE"); do
+        if [[ "$TAKEN" == *" $p "* ]] || (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            busy=1
+            break
+        fi
+    done
+    [[ -z "$busy" ]] && break
+done
+[[ -z "$busy" ]] || die "found no free range of loopback ports"
+SINGLE_PORT=$((BASE + 50))
+ALWAYS_PORT=$((BASE + 100))
+EVERYSEC_PORT=$((BASE + 101))
+
+cluster() {
     PALISADE_CLUSTER_DIR="$WORK/cluster" PALISADE_NODES="$NODES" PALISADE_BASE_PORT="$BASE" \
-        PALISADE_BIN="$BIN/palisade" "$ROOT/scripts/cluster.sh" stop >/dev/null 2>&1 || true
-    [[ -f "$WORK/redis.pid" ]] && kill "$(cat "$WORK/redis.pid")" 2>/dev/null || true
-    sleep 0.5
+        PALISADE_BIN="$BIN/palisade" "$ROOT/scripts/cluster.sh" "$@"
+}
+
+cleanup() {
+    local pid
+    trap - EXIT INT TERM
+    if [[ -d "$WORK/cluster" ]]; then cluster stop >/dev/null 2>&1 || true; fi
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done
     rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-log "starting Redis-always on port $REDIS_PORT"
-redis-server --port "$REDIS_PORT" --dir "$WORK" --appendonly yes --appendfsync always --save '' \
-    --daemonize yes --pidfile "$WORK/redis.pid" --logfile "$WORK/redis.log"
-log "starting a $NODES-node Palisade cluster on ports $BASE.."
-PALISADE_CLUSTER_DIR="$WORK/cluster" PALISADE_NODES="$NODES" PALISADE_BASE_PORT="$BASE" \
-    PALISADE_BIN="$BIN/palisade" "$ROOT/scripts/cluster.sh" start
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+secs() { awk -v ms="$1" 'BEGIN { printf "%.2f", ms / 1000 }'; }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+node_pid() { cat "$WORK/cluster/n$1/palisade.pid"; }
+node_port() { echo $((BASE + $1 - 1)); }
+keys_at() { redis-cli -p "$1" INFO keyspace 2>/dev/null | tr -d '\r' | sed -n 's/^db0:keys=\([0-9]*\),.*/\1/p'; }
+
+# wait_for SECONDS COMMAND...: retry every 20 ms until COMMAND succeeds.
+wait_for() {
+    local limit=$(($(now_ms) + $1 * 1000))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        (($(now_ms) < limit)) || return 1
+        sleep 0.02
+    done
+}
+answers_ping() { [[ "$(redis-cli -p "$1" PING 2>/dev/null)" == PONG ]]; }
+has_keys() { [[ "$(keys_at "$1")" == "$2" ]]; }
+is_leader() { redis-cli -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' | grep -qx 'role:leader'; }
+mb() { echo $(($1 * 1024 / 1000000)); } # kB (as /proc reports them) to MB
+
+start_redis() { # NAME PORT FSYNC
+    mkdir -p "$WORK/$1"
+    redis-server --port "$2" --dir "$WORK/$1" --appendonly yes --appendfsync "$3" --save '' \
+        --daemonize yes --pidfile "$WORK/$1/redis.pid" --logfile "$WORK/$1/redis.log"
+    wait_for 10 answers_ping "$2" || die "$1 did not start; see $WORK/$1/redis.log"
+    PIDS+=("$(cat "$WORK/$1/redis.pid")")
+    log "$1: Redis on port $2 (appendonly yes, appendfsync $3)"
+}
+
+start_single() { # PORT
+    mkdir -p "$WORK/single"
+    "$BIN/palisade" --port "$1" --peer-port $(($1 + 10000)) --dir "$WORK/single/data" \
+        >"$WORK/single/palisade.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for 20 is_leader "$1" || die "the one-node Palisade did not start; see $WORK/single/palisade.log"
+    log "palisade-1: one-node Palisade on port $1 (pid $!)"
+}
+
+start_cluster() { # prints the leader's client port
+    cluster start >&2
+    local leader n
+    for n in $(seq 1 "$NODES"); do
+        wait_for 20 answers_ping "$(node_port "$n")" ||
+            die "node $n of the cluster is not running; see $WORK/cluster/n$n/palisade.log"
+    done
+    for _ in $(seq 1 100); do
+        leader="$(cluster leader 2>/dev/null || true)"
+        [[ -n "$leader" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$leader" ]] || die "the cluster has no leader; see $WORK/cluster/n*/palisade.log"
+    node_port "$leader"
+}
+
+machine() {
+    printf 'date: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    printf 'host: %s, %s cores, %s\n' "$(uname -sr)" "$(nproc)" \
+        "$(awk '/MemTotal/ { printf "%.1f GB RAM", $2 / 1048576 }' /proc/meminfo)"
+    printf 'cpu: %s\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+    printf 'load average before the run: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+    printf 'redis: %s\n' "$(redis-server --version | sed 's/ sha=.*//')"
+    printf 'palisade: %s\n' "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+}
+
+# --- memory and restart ------------------------------------------------------------------
+
+# restart_timed N ROLE: kill -9 node N, start it again, and time PING and the full keyspace.
+restart_timed() {
+    local n="$1" role="$2" port t0 t_ping t_keys
+    port="$(node_port "$n")"
+    local pid
+    pid="$(node_pid "$n")"
+    cluster kill "$n" >&2
+    # Wait until it is gone. In a container whose init does not reap orphans, it stays a
+    # zombie, which cluster.sh would take for a running node: forget its pid file then.
+    for _ in $(seq 1 100); do
+        [[ -e "/proc/$pid" ]] || break
+        if [[ "$(awk '/^State:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)" == Z ]]; then
+            rm -f "$WORK/cluster/n$n/palisade.pid"
+            break
+        fi
+        sleep 0.05
+    done
+    sleep 0.5
+    t0="$(now_ms)"
+    cluster restart "$n" >&2
+    wait_for 120 answers_ping "$port" || die "node $n did not answer PING within 120 s"
+    t_ping="$(now_ms)"
+    wait_for 300 has_keys "$port" "$LOCKS" || die "node $n did not show $LOCKS keys within 300 s"
+    t_keys="$(now_ms)"
+    RESTART_PING=$((t_ping - t0)) RESTART_KEYS=$((t_keys - t0))
+    printf '%-8s node %s: kill -9, restart: PING after %s s, %s keys after %s s, then RSS %s MB\n' \
+        "$role" "$n" "$(secs "$RESTART_PING")" "$LOCKS" "$(secs "$RESTART_KEYS")" \
+        "$(mb "$(rss_kb "$(node_pid "$n")")")"
+}
+
+verdict() { if [[ "$1" -eq 1 ]]; then echo "PASS"; else echo "FAIL"; fi; }
+
+memory_run() {
+    LOCKS="$MEMORY"
+    local leader_port leader n follower base=() rss max_rss=0 worst=0
+    machine
+    NODES=3
+    leader_port="$(start_cluster)"
+    leader=$((leader_port - BASE + 1))
+    for n in 1 2 3; do base+=("$(rss_kb "$(node_pid "$n")")"); done
+    log "loading $LOCKS locks through the leader (node $leader, port $leader_port)"
+    "$BIN/palisade-bench" --workload load --locks "$LOCKS" --clients 4 --batch 1000 \
+        --target "palisade-3=palisade@127.0.0.1:$leader_port" --json "$OUT/memory-load.json"
+    for n in 1 2 3; do
+        wait_for 300 has_keys "$(node_port "$n")" "$LOCKS" ||
+            die "node $n shows $(keys_at "$(node_port "$n")") keys, not $LOCKS, after 300 s"
+    done
+    sleep 2
+    echo
+    printf 'RSS with %s locks (MB = 10^6 bytes; per lock = (RSS - RSS before loading) / locks):\n' "$LOCKS"
+    for n in 1 2 3; do
+        rss="$(rss_kb "$(node_pid "$n")")"
+        ((rss > max_rss)) && max_rss="$rss"
+        printf '  node %s (%-8s) RSS %5s MB, before loading %4s MB, %4s bytes per lock\n' "$n" \
+            "$([[ "$n" == "$leader" ]] && echo leader || echo follower)" "$(mb "$rss")" \
+            "$(mb "${base[n - 1]}")" "$(((rss - base[n - 1]) * 1024 / LOCKS))"
+    done
+    echo
+    follower=$((leader % 3 + 1))
+    restart_timed "$follower" follower
+    worst="$RESTART_KEYS"
+    wait_for 30 is_leader "$leader_port" || true
+    restart_timed "$leader" leader
+    ((RESTART_KEYS > worst)) && worst="$RESTART_KEYS"
+
+    log "the same $LOCKS locks in Redis, for comparison"
+    start_redis redis-mem "$ALWAYS_PORT" everysec >&2
+    "$BIN/palisade-bench" --workload load --locks "$LOCKS" --clients 4 --batch 1000 \
+        --target "redis=redis@127.0.0.1:$ALWAYS_PORT" --json "$OUT/memory-load-redis.json"
+    printf 'Redis 7 with the same locks: used_memory_rss %s MB\n' \
+        "$(($(redis-cli -p "$ALWAYS_PORT" INFO memory | tr -d '\r' | sed -n 's/^used_memory_rss://p') / 1000000))"
+
+    echo
+    printf 'targets (issue 7: at 1,000,000 locks, RSS <= 250 MB per node, restart <= 10 s):\n'
+    printf '  largest RSS %s MB%s: %s\n' "$(mb "$max_rss")" \
+        "$([[ "$LOCKS" -ne 1000000 ]] && echo " at $LOCKS locks (the target is for 1,000,000)")" \
+        "$(verdict $((max_rss * 1024 <= 250000000)))"
+    printf '  slowest restart to the full keyspace %s s: %s\n' "$(secs "$worst")" "$(verdict $((worst <= 10000)))"
+}
+
+if [[ -n "$MEMORY" ]]; then
+    # Not `memory_run | tee`: a pipeline would run it in a subshell, out of cleanup's reach.
+    exec > >(tee "$OUT/memory.txt") 2>&1
+    memory_run
+    log "wrote $OUT/memory.txt, $OUT/memory-load.json and $OUT/memory-load-redis.json"
+    exit 0
+fi
+
+# --- the comparison ------------------------------------------------------------------------
+
+machine | tee "$OUT/env.txt"
+args=()
+IFS=, read -r -a wanted <<<"$TARGETS"
+for t in "${wanted[@]}"; do
+    case "$t" in
+    palisade-3 | palisade-5 | cluster)
+        port="$(start_cluster)"
+        log "palisade-$NODES: $NODES-node cluster, leader on port $port"
+        args+=(--target "palisade-$NODES=palisade@127.0.0.1:$port")
+        ;;
+    palisade-1 | single)
+        start_single "$SINGLE_PORT"
+        args+=(--target "palisade-1=palisade@127.0.0.1:$SINGLE_PORT")
+        ;;
+    redis-always | always)
+        start_redis redis-always "$ALWAYS_PORT" always
+        args+=(--target "redis-always=redis@127.0.0.1:$ALWAYS_PORT")
+        ;;
+    redis-everysec | everysec)
+        start_redis redis-everysec "$EVERYSEC_PORT" everysec
+        args+=(--target "redis-everysec=redis@127.0.0.1:$EVERYSEC_PORT")
+        ;;
+    *) die "unknown target $t (palisade-3, palisade-1, redis-always, redis-everysec)" ;;
+    esac
+done
 sleep 1
-LEADER="$(PALISADE_CLUSTER_DIR="$WORK/cluster" PALISADE_NODES="$NODES" PALISADE_BASE_PORT="$BASE" \
-    PALISADE_BIN="$BIN/palisade" "$ROOT/scripts/cluster.sh" leader)"
-LEADER_PORT=$((BASE + LEADER - 1))
-
-args=(--clients "$CLIENTS" --duration "$DURATION" --rounds "$ROUNDS" --workload "$WORKLOAD"
-    --target "palisade=palisade@127.0.0.1:$LEADER_PORT" --target "redis-always=redis@127.0.0.1:$REDIS_PORT")
-[[ -n "$JSON" ]] && args+=(--json "$JSON")
+title="$(echo "$WORKLOAD" | tr '[:lower:]' '[:upper:]') $(nproc) CORES $(date -u '+%Y-%m-%d %H:%M') UTC LOAD $(cut -d' ' -f1 /proc/loadavg)"
+args+=(--clients "$CLIENTS" --duration "$DURATION" --rounds "$ROUNDS" --workload "$WORKLOAD"
+    --json "$OUT/bench.json" --plot "$OUT/bench-clients.png" --title "$title")
 log "palisade-bench ${args[*]}"
-"$BIN/palisade-bench" "${args[@]}"
+"$BIN/palisade-bench" "${args[@]}" | tee "$OUT/bench.txt"
+printf 'load average after the run: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
+log "wrote $OUT/bench.txt, $OUT/bench.json, $OUT/bench-clients.png and $OUT/env.txt"

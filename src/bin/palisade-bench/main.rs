@@ -1,17 +1,23 @@
 //! `palisade-bench`: lock-cycle throughput and latency against any RESP target.
 //!
 //! ```text
-//! palisade-bench --target palisade=palisade@127.0.0.1:6379 --target redis=redis@127.0.0.1:7000 \
-//!     --clients 16 --duration 10 --rounds 3 --workload cycle [--json out.json]
+//! palisade-bench --target palisade=palisade@127.0.0.1:6379 --target redis-always=redis@127.0.0.1:7000 \
+//!     --clients 1,4,16,64 --duration 10 --rounds 3 --workload cycle [--json out.json] [--plot out.png]
+//! palisade-bench --workload load --locks 1000000 --target p=palisade@127.0.0.1:6379
 //! ```
 //!
-//! With several targets it alternates them round by round (so that drift in the machine's
-//! state hits all alike) and prints per-round figures, medians and ratios to the first target.
+//! For each client count, it alternates the targets round by round (so that drift in the
+//! machine's state hits all alike), prints per-round figures, then one table of medians with
+//! ratios to the reference target at the same client count. `load` acquires N distinct
+//! long-lived locks with deep pipelining and prints locks/s.
 
+mod chart;
 mod client;
+mod load;
+mod progress;
+mod report;
 mod workload;
 
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +28,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use client::Client;
+use report::{RoundResult, Summary};
 use workload::{Kind, Worker, Workload, RELEASE};
 
 #[derive(Parser, Debug)]
@@ -32,18 +39,19 @@ use workload::{Kind, Worker, Workload, RELEASE};
 )]
 struct Args {
     /// A target: NAME=KIND@HOST:PORT, KIND being palisade or redis. Repeat to compare.
-    #[arg(long = "target", required = true)]
+    #[arg(long = "target", required_unless_present = "replot")]
     targets: Vec<String>,
-    /// Concurrent clients (connections).
-    #[arg(long, default_value_t = 16)]
-    clients: usize,
+    /// Concurrent clients (connections): one count or a list such as 1,4,16,64. Every target
+    /// runs at every count. The load workload uses the first count as its connection count.
+    #[arg(long, default_value = "16")]
+    clients: String,
     /// Seconds per round and target.
     #[arg(long, default_value_t = 10)]
     duration: u64,
     /// Rounds (targets alternate within each round).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// cycle, hot, read, or pipeline.
+    /// cycle, hot, read, pipeline, or load.
     #[arg(long, default_value = "cycle")]
     workload: String,
     /// Cycles in flight per client for the pipeline workload.
@@ -52,12 +60,43 @@ struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Draw cycles/s and p99 against the client count into this PNG file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
+    /// Redraw --plot from the --json file of an earlier run, without running anything.
+    #[arg(long, requires = "plot")]
+    replot: Option<std::path::PathBuf>,
+    /// The title of the plot.
+    #[arg(long, default_value = "LOCK CYCLES")]
+    title: String,
+    /// The target that ratios are taken against (default: the first target whose name
+    /// starts with redis-always, else the first target).
+    #[arg(long)]
+    reference: Option<String>,
+    /// load: how many distinct locks to acquire.
+    #[arg(long, default_value_t = 1_000_000)]
+    locks: u64,
+    /// load: commands per pipelined batch.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// load: the locks' TTL in ms.
+    #[arg(long, default_value_t = 3_600_000)]
+    ttl: u64,
 }
 
+#[derive(Serialize)]
 struct Target {
     name: String,
+    #[serde(serialize_with = "kind_name")]
     kind: Kind,
     addr: String,
+}
+
+fn kind_name<S: serde::Serializer>(k: &Kind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match k {
+        Kind::Palisade => "palisade",
+        Kind::Redis => "redis",
+    })
 }
 
 fn parse_target(s: &str) -> anyhow::Result<Target> {
@@ -79,28 +118,15 @@ fn parse_target(s: &str) -> anyhow::Result<Target> {
     })
 }
 
-/// One round's result for one target.
-#[derive(Serialize, Clone, Debug)]
-struct RoundResult {
-    target: String,
-    round: usize,
-    clients: usize,
-    workload: String,
-    ops_per_sec: f64,
-    ops: u64,
-    busy: u64,
-    errors: u64,
-    p50_us: u64,
-    p90_us: u64,
-    p99_us: u64,
-    max_us: u64,
-}
-
+/// Runs `clients` workers against `t` for `args.duration` seconds. `run` numbers the runs of
+/// the whole invocation, so that no two runs share keys.
 async fn run_round(
     t: &Target,
     args: &Args,
     workload: Workload,
+    clients: usize,
     round: usize,
+    run: usize,
 ) -> anyhow::Result<RoundResult> {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.duration);
@@ -113,10 +139,10 @@ async fn run_round(
         }
     }
     let mut tasks = Vec::new();
-    for id in 0..args.clients {
+    for id in 0..clients {
         let (addr, done, sha) = (t.addr.clone(), done.clone(), sha.clone());
         let mut worker = Worker {
-            id: id + round * 100_000,
+            id: id + run * 100_000,
             kind: t.kind,
             workload,
             release_sha: sha,
@@ -141,23 +167,11 @@ async fn run_round(
         }));
     }
     let started = Instant::now();
-    let progress = {
-        let (done, name) = (done.clone(), t.name.clone());
-        tokio::spawn(async move {
-            let mut last = 0;
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let now = done.load(Ordering::Relaxed);
-                eprint!(
-                    "\r[round {}] {name}: {} ops/s, {now} total    ",
-                    round + 1,
-                    now - last
-                );
-                let _ = std::io::stderr().flush();
-                last = now;
-            }
-        })
-    };
+    let progress = progress::start(
+        done.clone(),
+        format!("[{clients} clients, round {}] {}", round + 1, t.name),
+        "ops",
+    );
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     let (mut busy, mut errors) = (0, 0);
     for task in tasks {
@@ -166,14 +180,13 @@ async fn run_round(
         busy += b;
         errors += e;
     }
-    progress.abort();
-    eprint!("\r{:70}\r", "");
+    drop(progress);
     let secs = started.elapsed().as_secs_f64();
     let ops = done.load(Ordering::Relaxed);
     Ok(RoundResult {
         target: t.name.clone(),
         round: round + 1,
-        clients: args.clients,
+        clients,
         workload: args.workload.clone(),
         ops_per_sec: ops as f64 / secs,
         ops,
@@ -186,33 +199,101 @@ async fn run_round(
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
+/// The index of the reference target: `wanted` by name, else the first redis-always target,
+/// else the first.
+fn reference(targets: &[Target], wanted: Option<&str>) -> anyhow::Result<usize> {
+    if let Some(w) = wanted {
+        return targets
+            .iter()
+            .position(|t| t.name == w)
+            .with_context(|| format!("--reference {w:?} is not a target name"));
     }
+    Ok(targets
+        .iter()
+        .position(|t| t.name.starts_with("redis-always"))
+        .unwrap_or(0))
+}
+
+/// Everything --json writes for a sweep.
+#[derive(Serialize)]
+struct Report<'a> {
+    workload: &'a str,
+    duration_s: u64,
+    rounds: usize,
+    clients: &'a [usize],
+    reference: &'a str,
+    targets: &'a [Target],
+    summary: &'a [Summary],
+    round_results: &'a [RoundResult],
+}
+
+fn write_json<T: Serialize>(path: &std::path::Path, value: &T) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(value)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+async fn run_load(args: &Args, targets: &[Target], conns: usize) -> anyhow::Result<()> {
+    let mut out = Vec::new();
+    for t in targets {
+        let r = load::load(
+            &t.name, t.kind, &t.addr, args.locks, conns, args.batch, args.ttl,
+        )
+        .await
+        .with_context(|| format!("target {}", t.name))?;
+        println!(
+            "{}: {} locks in {:.1} s = {:.0} locks/s ({} granted, {} refused, {} errors; {} connections, batches of {})",
+            r.target, r.locks, r.seconds, r.locks_per_sec, r.granted, r.refused, r.errors, r.connections, r.batch
+        );
+        out.push(r);
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &out)?;
+    }
+    Ok(())
+}
+
+/// What --replot reads back from a --json file.
+#[derive(serde::Deserialize)]
+struct Saved {
+    targets: Vec<SavedTarget>,
+    summary: Vec<Summary>,
+}
+
+#[derive(serde::Deserialize)]
+struct SavedTarget {
+    name: String,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let (Some(json), Some(plot)) = (&args.replot, &args.plot) {
+        let text = std::fs::read(json).with_context(|| format!("reading {}", json.display()))?;
+        let saved: Saved = serde_json::from_slice(&text)
+            .with_context(|| format!("{} is not the --json of a sweep", json.display()))?;
+        let names: Vec<String> = saved.targets.into_iter().map(|t| t.name).collect();
+        return chart::clients_chart(&saved.summary, &names, &args.title)
+            .save(plot)
+            .with_context(|| format!("writing {}", plot.display()));
+    }
     let targets = args
         .targets
         .iter()
         .map(|s| parse_target(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let clients = report::parse_clients(&args.clients).map_err(anyhow::Error::msg)?;
     let workload = match args.workload.as_str() {
         "cycle" => Workload::Cycle,
         "hot" => Workload::Hot,
         "read" => Workload::Read,
         "pipeline" => Workload::Pipeline(args.depth.max(1)),
+        "load" => return run_load(&args, &targets, clients[0]).await,
         other => bail!("unknown workload {other:?}"),
     };
+    let reference = &targets[reference(&targets, args.reference.as_deref())?].name;
     let mut results = Vec::new();
     println!(
-        "{:<12} {:>5} {:>8} {:>12} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "{:<14} {:>5} {:>8} {:>12} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
         "target",
         "round",
         "clients",
@@ -224,53 +305,60 @@ async fn main() -> anyhow::Result<()> {
         "busy",
         "errors"
     );
-    for round in 0..args.rounds {
-        for t in &targets {
-            let r = run_round(t, &args, workload, round)
-                .await
-                .with_context(|| format!("target {}", t.name))?;
-            println!(
-                "{:<12} {:>5} {:>8} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
-                r.target,
-                r.round,
-                r.clients,
-                r.ops_per_sec,
-                r.p50_us,
-                r.p90_us,
-                r.p99_us,
-                r.max_us,
-                r.busy,
-                r.errors
-            );
-            results.push(r);
+    let mut run = 0;
+    for &n in &clients {
+        for round in 0..args.rounds {
+            for t in &targets {
+                let r = run_round(t, &args, workload, n, round, run)
+                    .await
+                    .with_context(|| format!("target {}", t.name))?;
+                run += 1;
+                println!(
+                    "{:<14} {:>5} {:>8} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}",
+                    r.target,
+                    r.round,
+                    r.clients,
+                    r.ops_per_sec,
+                    r.p50_us,
+                    r.p90_us,
+                    r.p99_us,
+                    r.max_us,
+                    r.busy,
+                    r.errors
+                );
+                results.push(r);
+            }
         }
     }
+    let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
+    let summary = report::summarize(&results, &names, &clients, reference);
+    let unit = match workload {
+        Workload::Read => "ops",
+        _ => "cycles",
+    };
     println!(
-        "\nmedians over {} round(s), workload {}, {} clients:",
-        args.rounds, args.workload, args.clients
+        "\nworkload {}, {} s per round, {} round(s) per target and client count:",
+        args.workload, args.duration, args.rounds
     );
-    let base = median(
-        results
-            .iter()
-            .filter(|r| r.target == targets[0].name)
-            .map(|r| r.ops_per_sec)
-            .collect(),
-    );
-    let base_p99 = median(
-        results
-            .iter()
-            .filter(|r| r.target == targets[0].name)
-            .map(|r| r.p99_us as f64)
-            .collect(),
-    );
-    for t in &targets {
-        let mine: Vec<&RoundResult> = results.iter().filter(|r| r.target == t.name).collect();
-        let ops = median(mine.iter().map(|r| r.ops_per_sec).collect());
-        let p99 = median(mine.iter().map(|r| r.p99_us as f64).collect());
-        println!("{:<12} {:>12.0} ops/s  p99 {:>8.0} us  throughput ratio {:>6.2}x  p99 ratio {:>6.2}x  (vs {})", t.name, ops, p99, ops / base.max(1e-9), p99 / base_p99.max(1e-9), targets[0].name);
-    }
+    print!("{}", report::table(&summary, reference, unit));
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&results)?)
+        write_json(
+            path,
+            &Report {
+                workload: &args.workload,
+                duration_s: args.duration,
+                rounds: args.rounds,
+                clients: &clients,
+                reference,
+                targets: &targets,
+                summary: &summary,
+                round_results: &results,
+            },
+        )?;
+    }
+    if let Some(path) = &args.plot {
+        chart::clients_chart(&summary, &names, &args.title)
+            .save(path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

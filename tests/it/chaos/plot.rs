@@ -1,4 +1,4 @@
-//! The timeline plot of a run, as a PNG written without any crate. Throughput is on top
+//! The timeline plot of a run, as a PNG (drawn with `palisade::plot`, no crate). Throughput is on top
 //! (per second, or per few seconds on long runs; ok in green, refused in orange, unknown in
 //! red, stacked). The latency of every operation is below (log scale, 0.1 ms to 10 s, grid
 //! lines at each power of ten). Fault windows are shaded across both (one colour per fault
@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use palisade::plot::Canvas;
+
 use super::history::{Op, Outcome};
 use super::nemesis::{Applied, Kind};
 
@@ -15,27 +17,6 @@ const W: usize = 1200;
 const H: usize = 600;
 const MID: usize = 260; // bottom of the throughput panel
 const BAND: usize = 12; // client-pause band at the top
-
-struct Canvas {
-    px: Vec<u8>,
-}
-
-impl Canvas {
-    fn set(&mut self, x: usize, y: usize, c: [u8; 3]) {
-        if x < W && y < H {
-            let i = (y * W + x) * 3;
-            self.px[i..i + 3].copy_from_slice(&c);
-        }
-    }
-
-    fn rect(&mut self, x0: usize, y0: usize, x1: usize, y1: usize, c: [u8; 3]) {
-        for y in y0..y1.min(H) {
-            for x in x0..x1.min(W) {
-                self.set(x, y, c);
-            }
-        }
-    }
-}
 
 fn fault_colour(k: Kind) -> [u8; 3] {
     match k {
@@ -53,9 +34,7 @@ fn fault_colour(k: Kind) -> [u8; 3] {
 
 /// Draws the timeline of `ops` and `faults` (times in µs) into `path`.
 pub fn timeline(path: &Path, ops: &[Op], faults: &[Applied], end_us: u64) {
-    let mut c = Canvas {
-        px: vec![255; W * H * 3],
-    };
+    let mut c = Canvas::new(W, H, [255, 255, 255]);
     let end = end_us.max(1);
     let x_of = |t: u64| ((t.min(end) as f64 / end as f64) * (W - 1) as f64) as usize;
     for f in faults {
@@ -79,7 +58,7 @@ pub fn timeline(path: &Path, ops: &[Op], faults: &[Applied], end_us: u64) {
     c.rect(0, MID, W, MID + 2, [0, 0, 0]);
     throughput(&mut c, ops, end, &x_of);
     latency(&mut c, ops, &x_of);
-    std::fs::write(path, encode_png(&c.px)).expect("write timeline png");
+    c.save(path).expect("write timeline png");
 }
 
 fn throughput(c: &mut Canvas, ops: &[Op], end: u64, x_of: &dyn Fn(u64) -> usize) {
@@ -140,66 +119,5 @@ fn latency(c: &mut Canvas, ops: &[Op], x_of: &dyn Fn(u64) -> usize) {
             y + 1,
             colour,
         );
-    }
-}
-
-/// A truecolour PNG with stored (uncompressed) deflate blocks.
-fn encode_png(rgb: &[u8]) -> Vec<u8> {
-    let mut raw = Vec::with_capacity(H * (W * 3 + 1));
-    for row in rgb.chunks(W * 3) {
-        raw.push(0);
-        raw.extend_from_slice(row);
-    }
-    let mut z = vec![0x78, 0x01];
-    let blocks: Vec<&[u8]> = raw.chunks(65_535).collect();
-    for (i, b) in blocks.iter().enumerate() {
-        z.push((i + 1 == blocks.len()) as u8);
-        let len = b.len() as u16;
-        z.extend_from_slice(&len.to_le_bytes());
-        z.extend_from_slice(&(!len).to_le_bytes());
-        z.extend_from_slice(b);
-    }
-    let (mut a, mut b) = (1u32, 0u32);
-    for &x in &raw {
-        a = (a + x as u32) % 65_521;
-        b = (b + a) % 65_521;
-    }
-    z.extend_from_slice(&((b << 16) | a).to_be_bytes());
-    let mut ihdr = Vec::new();
-    ihdr.extend_from_slice(&(W as u32).to_be_bytes());
-    ihdr.extend_from_slice(&(H as u32).to_be_bytes());
-    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
-    let mut out = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
-    for (ty, data) in [(b"IHDR", &ihdr[..]), (b"IDAT", &z[..]), (b"IEND", &[][..])] {
-        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-        let mut chunk = ty.to_vec();
-        chunk.extend_from_slice(data);
-        out.extend_from_slice(&chunk);
-        out.extend_from_slice(&crc32(&chunk).to_be_bytes());
-    }
-    out
-}
-
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= byte as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn crc32_matches_the_png_reference_value() {
-        // CRC of the IEND chunk type, as every PNG file ends with it.
-        assert_eq!(super::crc32(b"IEND"), 0xAE42_6082);
     }
 }
