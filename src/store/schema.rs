@@ -117,11 +117,12 @@ pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
-    // The Raft log is synced on every batch. Syncing an append to a fresh WAL file also
-    // commits the file's new size to the filesystem journal; overwriting a recycled WAL file
-    // in place does not, which makes each sync several times cheaper. A small WAL budget makes
-    // RocksDB flush memtables and recycle WAL files early instead of growing new ones.
-    opts.set_recycle_log_file_num(4);
+    // No WAL recycling. It would make each sync several times cheaper (a recycled file is
+    // overwritten in place, so a sync does not also commit a new file size), but RocksDB's
+    // own source warns that recycling with point-in-time recovery can leave a hole in the
+    // recovered data, and a 5-node chaos soak lost one acknowledged write with it on
+    // (docs/reliability.md, bug 2). Correctness first.
+    opts.set_recycle_log_file_num(0);
     opts.set_max_total_wal_size(64 << 20);
     opts.set_max_background_jobs(2);
     let cfs = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT].map(|n| {
@@ -160,67 +161,11 @@ pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
             }
         }
     }
-    // RocksDB starts every open with a fresh WAL file (it deletes the old ones after
-    // recovery), so this is done at every open, not only for a new directory.
-    if live_wal_size(dir) < PREWARM_FILE as u64 {
-        prewarm_wal(&db, dir)?;
-    }
     Ok(db)
 }
 
 /// Memtable size of the `meta` family.
 const META_BUFFER: usize = 4 << 20;
-/// Size of each write-ahead-log file [`prewarm_wal`] leaves for recycling.
-const PREWARM_FILE: usize = 16 << 20;
-/// Most fill-and-flush rounds [`prewarm_wal`] makes.
-const PREWARM_ROUNDS: usize = 6;
-
-/// Fills and retires write-ahead-log files until the live one is a
-/// recycled, full-size file, so that RocksDB overwrites in place from the first write on.
-/// Without it the first tens of MiB of log go to fresh, growing files, whose every sync
-/// also commits their new size (several times slower; see docs/storage.md). Costs about
-/// 0.3 s at start.
-fn prewarm_wal(db: &DB, dir: &Path) -> Result<(), StorageError> {
-    let meta = cf(db, CF_META)?;
-    let set_buffer = |bytes: usize| {
-        db.set_options_cf(meta, &[("write_buffer_size", bytes.to_string().as_str())])
-            .map_err(write_err)
-    };
-    // Big enough that only the explicit flushes below switch files.
-    set_buffer(2 * PREWARM_FILE)?;
-    let chunk = vec![0u8; 1 << 20];
-    for _ in 0..PREWARM_ROUNDS {
-        for _ in 0..PREWARM_FILE / chunk.len() {
-            db.put_cf(meta, b"#prewarm", &chunk).map_err(write_err)?;
-        }
-        db.delete_cf(meta, b"#prewarm").map_err(write_err)?;
-        // Switches to the next WAL file; the filled one becomes obsolete and is recycled
-        // (once RocksDB's background purge has seen it).
-        db.flush_cf(meta).map_err(write_err)?;
-        if live_wal_size(dir) >= PREWARM_FILE as u64 {
-            break;
-        }
-    }
-    set_buffer(META_BUFFER)?;
-    db.flush_wal(true).map_err(write_err)
-}
-
-/// Size of the newest write-ahead-log file in `dir` (0 if none can be read).
-fn live_wal_size(dir: &Path) -> u64 {
-    let Ok(files) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    files
-        .filter_map(|f| f.ok())
-        .filter_map(|f| {
-            let name = f.file_name().into_string().ok()?;
-            let number: u64 = name.strip_suffix(".log")?.parse().ok()?;
-            Some((number, f.metadata().ok()?.len()))
-        })
-        .max()
-        .map_or(0, |(_, len)| len)
-}
-
 /// A column family handle, or an error if the database lacks it.
 pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily, StorageError> {
     db.cf_handle(name).ok_or_else(|| {
