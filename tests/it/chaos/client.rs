@@ -49,7 +49,7 @@ pub struct ClientSpec {
     pub workload: Workload,
     /// Seed of its random choices.
     pub seed: u64,
-    /// File with the client ports of the current members, one per line.
+    /// File with the client addresses (host:port) of the current members, one per line.
     pub ports_file: PathBuf,
     /// Its history file.
     pub out: PathBuf,
@@ -93,7 +93,7 @@ impl Client {
         unix_us().saturating_sub(self.spec.start_us)
     }
 
-    fn ports(&self) -> Vec<u16> {
+    fn addrs(&self) -> Vec<std::net::SocketAddr> {
         std::fs::read_to_string(&self.spec.ports_file)
             .unwrap_or_default()
             .lines()
@@ -103,13 +103,13 @@ impl Client {
 
     fn connect(&mut self) -> Option<&mut Conn> {
         if self.conn.is_none() {
-            let ports = self.ports();
-            if ports.is_empty() {
+            let addrs = self.addrs();
+            if addrs.is_empty() {
                 return None;
             }
             self.attempt += 1;
-            let port = ports[(self.spec.id as usize + self.attempt) % ports.len()];
-            let c = Conn::try_connect(port).ok()?;
+            let addr = addrs[(self.spec.id as usize + self.attempt) % addrs.len()];
+            let c = Conn::try_connect_addr(addr).ok()?;
             let t = Some(Duration::from_millis(self.spec.reply_timeout_ms));
             c.stream_clone().set_read_timeout(t).ok()?;
             self.conn = Some(c);

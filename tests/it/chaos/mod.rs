@@ -1,5 +1,6 @@
 //! A Jepsen-style chaos suite: real Palisade processes under seeded faults (kill -9, SIGSTOP
-//! of nodes and clients, partitions through the peer-transport fault hook, peer latency,
+//! of nodes and clients, partitions through the peer-transport fault hook or, for soaks with
+//! `CHAOS_NET=netns`, blackhole routes between network namespaces, peer latency,
 //! membership changes, clock faults, crashes during snapshot catch-up, full-cluster crash),
 //! client processes recording every operation, and checkers for the fenced counter (and its
 //! two controls), the lock model, linearizable registers and durability.
@@ -26,6 +27,8 @@ mod watch;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use crate::common::cluster::Cluster;
+use crate::common::netns::Netns;
 use client::{Mode, Workload};
 use nemesis::Kind;
 use run::{Report, RunSpec};
@@ -73,6 +76,7 @@ fn spec(
         clock_fault: true,
         full_crash: true,
         ttl_ms: 600,
+        netns: false,
         out_dir: out_dir(name, seed),
     }
 }
@@ -156,6 +160,34 @@ fn chaos_controls_unfenced_loses_updates_and_write_only_fencing_is_reported() {
     // any were caught in this run) are reported, not asserted on.
 }
 
+/// The netns backend tears down everything it made when a run panics (needs root and `ip`).
+#[test]
+#[ignore = "needs root and ip netns: cargo test --release --test it chaos::netns_cleanup -- --ignored"]
+fn netns_cleanup_after_panic() {
+    let net = Netns::create();
+    let prefix = net.prefix();
+    let ours = |args: &[&str]| {
+        let out = std::process::Command::new("ip").args(args).output();
+        let text = String::from_utf8_lossy(&out.expect("run ip").stdout).into_owned();
+        text.lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| {
+                *n == prefix
+                    || n.starts_with(&format!("{prefix}v"))
+                    || n.starts_with(&format!("{prefix}-n"))
+            })
+            .count()
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let c = Cluster::start_in(3, &[], Default::default(), Some(net));
+        assert_eq!(c.info(1, "node_id").as_deref(), Some("1"));
+        assert_eq!((ours(&["netns", "list"]), ours(&["-br", "link"])), (3, 4));
+        panic!("a run panics");
+    }));
+    assert!(r.is_err());
+    assert_eq!((ours(&["netns", "list"]), ours(&["-br", "link"])), (0, 0));
+}
+
 /// Redraws `timeline.png` of the run in `$CHAOS_OUT` from its history and fault log.
 #[test]
 #[ignore = "a tool: CHAOS_OUT=<run dir> cargo test --release --test it chaos::replot -- --ignored"]
@@ -174,7 +206,7 @@ fn replot() {
     plot::timeline(&dir.join("timeline.png"), &ops, &faults, end.unwrap_or(1));
 }
 
-/// A long run: `scripts/chaos.sh --seed S --duration D --nodes N [--workload fenced|unfenced|write-fenced]`.
+/// A long run: `scripts/chaos.sh --seed S --duration D --nodes N [--workload fenced|unfenced|write-fenced] [--net hook|netns]`.
 #[test]
 #[ignore = "a long soak; run it through scripts/chaos.sh"]
 fn soak() {
@@ -197,6 +229,7 @@ fn soak() {
         full_mix(mode),
         Kind::NODE_FAULTS.to_vec(),
     );
+    s.netns = var("CHAOS_NET").as_deref() == Some("netns");
     if let Some(dir) = var("CHAOS_OUT") {
         s.out_dir = PathBuf::from(dir);
     }

@@ -2,6 +2,7 @@
 //! healed. One node fault is active at a time (Jepsen's start/stop nemesis); client pauses
 //! run on their own timer, alongside (see `run`).
 
+use std::net::SocketAddr;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -120,12 +121,12 @@ pub struct Target<'a> {
 
 /// Sends one command to node `id` with a short timeout; the reply text, or None.
 pub fn admin(cluster: &Cluster, id: u64, args: &[&str], timeout: Duration) -> Option<String> {
-    call_port(cluster.port(id), args, timeout)
+    call_addr(cluster.addr(id), args, timeout)
 }
 
-/// Sends one command to the node on `port`; the reply text, or None.
-pub fn call_port(port: u16, args: &[&str], timeout: Duration) -> Option<String> {
-    let mut c = Conn::try_connect(port).ok()?;
+/// Sends one command to the node at `addr`; the reply text, or None.
+pub fn call_addr(addr: SocketAddr, args: &[&str], timeout: Duration) -> Option<String> {
+    let mut c = Conn::try_connect_addr(addr).ok()?;
     c.stream_clone().set_read_timeout(Some(timeout)).ok()?;
     c.try_send_raw(&encode(args)).ok()?;
     let r = c.try_read_reply().ok()?;
@@ -153,8 +154,17 @@ impl Target<'_> {
         self.members[(pick / 2) as usize % self.members.len()]
     }
 
-    /// Cuts every link between `a` and `b` (both directions, on both sides).
-    fn cut(&self, a: &[u64], b: &[u64]) {
+    /// Cuts every link between `a` and `b` (both directions, on both sides): blackhole
+    /// routes in the nodes' namespaces with `CHAOS_NET=netns`, else the peer-transport hook.
+    fn cut(&mut self, a: &[u64], b: &[u64]) {
+        if let Some(net) = self.cluster.net.as_mut() {
+            for x in a {
+                for y in b {
+                    net.cut(*x, *y);
+                }
+            }
+            return;
+        }
         for (side, other) in [(a, b), (b, a)] {
             let ids: Vec<String> = other.iter().map(u64::to_string).collect();
             for id in side {
@@ -166,7 +176,11 @@ impl Target<'_> {
     }
 
     /// Heals every network fault on every member.
-    pub fn heal(&self) {
+    pub fn heal(&mut self) {
+        if let Some(net) = self.cluster.net.as_mut() {
+            net.heal();
+        }
+        // The hook's HEAL also ends a DELAY (which uses the hook with either network).
         for id in &self.members {
             admin(
                 self.cluster,
@@ -273,7 +287,7 @@ impl Target<'_> {
         self.members.retain(|m| *m != old);
         self.cluster.kill9(old);
         let new = self.cluster.spawn_joiner();
-        let addr = format!("127.0.0.1:{}", self.cluster.nodes[&new].peer_port);
+        let addr = self.cluster.peer_addr(new);
         let added = self.admin_until_ok(
             &["RAFT.NODE", "ADD", &new.to_string(), &addr],
             Duration::from_secs(30),

@@ -24,7 +24,8 @@ use super::nemesis::{self, admin, Applied, Kind, Target};
 use super::plot;
 use super::watch::{pause_clients, sample_leaders};
 use crate::common::cluster::Cluster;
-use crate::common::{words, ChildGuard, Conn};
+use crate::common::netns::Netns;
+use crate::common::{words, ChildGuard};
 
 /// What a run does.
 #[derive(Serialize, Clone, Debug)]
@@ -51,6 +52,9 @@ pub struct RunSpec {
     pub full_crash: bool,
     /// Lease TTL used by clients, ms.
     pub ttl_ms: u64,
+    /// Run each node in its own network namespace and cut links with blackhole routes
+    /// (`CHAOS_NET=netns`, soaks only), instead of the peer-transport fault hook.
+    pub netns: bool,
     /// Where the outputs go.
     pub out_dir: PathBuf,
 }
@@ -167,7 +171,8 @@ pub fn run(spec: &RunSpec) -> Report {
     std::fs::create_dir_all(&spec.out_dir).expect("create run dir");
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let (node_extra, clock_fault) = clock_fault(spec, &mut rng);
-    let mut cluster = Cluster::start_with(spec.nodes, &NODE_FLAGS, node_extra);
+    let net = spec.netns.then(Netns::create);
+    let mut cluster = Cluster::start_in(spec.nodes, &NODE_FLAGS, node_extra, net);
     let mut target = Target {
         cluster: &mut cluster,
         members: (1..=spec.nodes).collect(),
@@ -310,7 +315,7 @@ fn write_ports(target: &Target, path: &std::path::Path) {
     let ports: Vec<String> = target
         .members
         .iter()
-        .map(|id| target.cluster.port(*id).to_string())
+        .map(|id| target.cluster.addr(*id).to_string())
         .collect();
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, ports.join("\n")).expect("write ports");
@@ -494,7 +499,7 @@ fn read_durable(target: &Target, ops: &[Op]) -> HashMap<String, Option<String>> 
             let cmds: Vec<Vec<Vec<u8>>> =
                 chunk.iter().map(|k| words(&format!("GET {k}"))).collect();
             let got = catch_unwind(AssertUnwindSafe(|| {
-                let mut c = Conn::connect(target.cluster.port(id));
+                let mut c = target.cluster.conn(id);
                 c.pipeline(&cmds)
             }));
             let Ok(replies) = got else { continue };

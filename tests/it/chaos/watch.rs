@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::history::unix_us;
-use super::nemesis::{call_port, Applied, Kind};
+use super::nemesis::{call_addr, Applied, Kind};
 use super::run::RunSpec;
 use crate::common::{proc_state, signal};
 
@@ -91,8 +91,8 @@ pub fn sample_leaders(ports_file: &std::path::Path, stop: &AtomicBool) -> BTreeM
     let mut seen = BTreeMap::new();
     while !stop.load(Ordering::Relaxed) {
         let ports = std::fs::read_to_string(ports_file).unwrap_or_default();
-        for port in ports.lines().filter_map(|l| l.trim().parse::<u16>().ok()) {
-            let Some(info) = call_port(port, &["RAFT.INFO"], Duration::from_millis(500)) else {
+        for addr in ports.lines().filter_map(|l| l.trim().parse().ok()) {
+            let Some(info) = call_addr(addr, &["RAFT.INFO"], Duration::from_millis(500)) else {
                 continue;
             };
             let field = |name: &str| {

@@ -2,6 +2,7 @@
 //! Dropping it kills every node and removes the data.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::thread;
@@ -9,12 +10,15 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use super::netns::Netns;
 use super::{free_ports, signal, spawn_logged, tail, wait_ready, Conn};
 
 /// One node's fixed identity.
 pub struct Node {
     /// Raft node id (1-based).
     pub id: u64,
+    /// Address the node is reached at (127.0.0.1, or its own with `Netns`).
+    pub host: IpAddr,
     /// Client port.
     pub port: u16,
     /// Peer port.
@@ -34,6 +38,8 @@ pub struct Cluster {
     node_extra: BTreeMap<u64, Vec<String>>,
     /// Environment variables for single nodes' next starts (test-only hooks).
     pub node_env: BTreeMap<u64, Vec<(String, String)>>,
+    /// The nodes' private network, if they run in network namespaces.
+    pub net: Option<Netns>,
 }
 
 impl Cluster {
@@ -45,6 +51,16 @@ impl Cluster {
 
     /// `start`, with extra flags for some nodes (kept across restarts).
     pub fn start_with(n: u64, extra: &[&str], node_extra: BTreeMap<u64, Vec<String>>) -> Cluster {
+        Self::start_in(n, extra, node_extra, None)
+    }
+
+    /// `start_with`, each node in its own network namespace of `net` if given.
+    pub fn start_in(
+        n: u64,
+        extra: &[&str],
+        node_extra: BTreeMap<u64, Vec<String>>,
+        mut net: Option<Netns>,
+    ) -> Cluster {
         let root = tempfile::Builder::new()
             .prefix("palisade-cluster-")
             .tempdir()
@@ -55,6 +71,7 @@ impl Cluster {
             let id = i + 1;
             let node = Node {
                 id,
+                host: host_for(&mut net, id),
                 port: ports[2 * i as usize],
                 peer_port: ports[2 * i as usize + 1],
                 child: None,
@@ -64,7 +81,7 @@ impl Cluster {
         }
         let peers = nodes
             .values()
-            .map(|nd| format!("{}=127.0.0.1:{}", nd.id, nd.peer_port))
+            .map(|nd| format!("{}={}:{}", nd.id, nd.host, nd.peer_port))
             .collect::<Vec<_>>()
             .join(",");
         let mut c = Cluster {
@@ -74,6 +91,7 @@ impl Cluster {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             node_extra,
             node_env: BTreeMap::new(),
+            net,
         };
         let ids: Vec<u64> = c.nodes.keys().copied().collect();
         for id in &ids {
@@ -98,10 +116,14 @@ impl Cluster {
 
     fn spawn(&mut self, id: u64, wait: bool) {
         let node = &self.nodes[&id];
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_palisade"));
+        let exe = env!("CARGO_BIN_EXE_palisade");
+        let (mut cmd, bind) = match &self.net {
+            Some(net) => (net.command(id, exe), "0.0.0.0"),
+            None => (Command::new(exe), "127.0.0.1"),
+        };
         cmd.args([
             "--bind",
-            "127.0.0.1",
+            bind,
             "--node-id",
             &id.to_string(),
             "--port",
@@ -133,9 +155,9 @@ impl Cluster {
     fn wait_ready(&mut self, id: u64) {
         let log = self.log(id);
         let node = self.nodes.get_mut(&id).expect("node");
-        let port = node.port;
+        let addr = SocketAddr::new(node.host, node.port);
         let child = node.child.as_mut().expect("running");
-        wait_ready(child, port, &format!("node {id}"), &log);
+        wait_ready(child, addr, &format!("node {id}"), &log);
     }
 
     /// Adds a node that starts with `--join` (not yet a member); returns its id.
@@ -146,6 +168,7 @@ impl Cluster {
             id,
             Node {
                 id,
+                host: host_for(&mut self.net, id),
                 port: ports[0],
                 peer_port: ports[1],
                 child: None,
@@ -158,7 +181,18 @@ impl Cluster {
 
     /// A connection to node `id`.
     pub fn conn(&self, id: u64) -> Conn {
-        Conn::connect(self.nodes[&id].port)
+        let addr = self.addr(id);
+        Conn::try_connect_addr(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+    }
+
+    /// The client address of node `id`.
+    pub fn addr(&self, id: u64) -> SocketAddr {
+        SocketAddr::new(self.nodes[&id].host, self.nodes[&id].port)
+    }
+
+    /// The peer address of node `id`, as `--peers` and RAFT.NODE ADD take it.
+    pub fn peer_addr(&self, id: u64) -> String {
+        format!("{}:{}", self.nodes[&id].host, self.nodes[&id].peer_port)
     }
 
     /// The client port of node `id`.
@@ -173,7 +207,7 @@ impl Cluster {
 
     /// A RAFT.INFO field of node `id`, if the node answers.
     pub fn info(&self, id: u64, field: &str) -> Option<String> {
-        let mut c = Conn::try_connect(self.nodes[&id].port).ok()?;
+        let mut c = Conn::try_connect_addr(self.addr(id)).ok()?;
         // A paused node must not stall the caller for the full I/O timeout.
         c.stream
             .set_read_timeout(Some(Duration::from_secs(2)))
@@ -266,6 +300,17 @@ impl Cluster {
             .map(|id| format!("---- node {id} ----\n{}", tail(&self.log(*id), 15)))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// Node `id`'s address: its own in `net` (whose namespace it gets now), else loopback.
+fn host_for(net: &mut Option<Netns>, id: u64) -> IpAddr {
+    match net {
+        Some(net) => {
+            net.add_node(id);
+            net.host(id)
+        }
+        None => IpAddr::V4(Ipv4Addr::LOCALHOST),
     }
 }
 

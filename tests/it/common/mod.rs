@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tempfile::TempDir;
 
 pub mod cluster;
+pub mod netns;
 
 /// How long one reply may take before a test fails instead of hanging.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(15);
@@ -228,7 +229,13 @@ impl Conn {
 
     /// Connects to 127.0.0.1:`port`.
     pub fn try_connect(port: u16) -> io::Result<Conn> {
-        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        Self::try_connect_addr(local(port))
+    }
+
+    /// Connects to `addr`.
+    pub fn try_connect_addr(addr: SocketAddr) -> io::Result<Conn> {
+        let port = addr.port();
+        let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
@@ -465,8 +472,13 @@ fn spawn_logged(mut cmd: Command, log: &Path) -> Child {
     cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
 }
 
-/// Waits until the server on `port` answers PING (or says it needs AUTH first).
-fn wait_ready(child: &mut Child, port: u16, what: &str, log: &Path) {
+/// 127.0.0.1:`port`.
+pub fn local(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
+/// Waits until the server at `addr` answers PING (or says it needs AUTH first).
+fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, log: &Path) {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -475,7 +487,7 @@ fn wait_ready(child: &mut Child, port: u16, what: &str, log: &Path) {
                 tail(log, 60)
             );
         }
-        if let Ok(mut c) = Conn::try_connect(port) {
+        if let Ok(mut c) = Conn::try_connect_addr(addr) {
             c.stream.set_read_timeout(Some(Duration::from_secs(2))).ok();
             if c.try_send_raw(b"*1\r\n$4\r\nPING\r\n").is_ok() {
                 if let Ok(r) = c.try_read_reply() {
@@ -487,7 +499,7 @@ fn wait_ready(child: &mut Child, port: u16, what: &str, log: &Path) {
         }
         if Instant::now() > deadline {
             panic!(
-                "{what} not ready on port {port} after {READY_TIMEOUT:?}; log:\n{}",
+                "{what} not ready on {addr} after {READY_TIMEOUT:?}; log:\n{}",
                 tail(log, 60)
             );
         }
@@ -572,7 +584,7 @@ impl Server {
             .args(&self.extra);
         let log = self.log_path();
         let mut child = spawn_logged(cmd, &log);
-        wait_ready(&mut child, self.port, "palisade", &log);
+        wait_ready(&mut child, local(self.port), "palisade", &log);
         self.child = Some(child);
     }
 
@@ -689,7 +701,7 @@ impl RedisServer {
             ),
             Err(e) => panic!("spawn redis-server: {e}"),
         };
-        wait_ready(&mut child, port, "redis-server", &log);
+        wait_ready(&mut child, local(port), "redis-server", &log);
         RedisServer {
             child,
             port,
