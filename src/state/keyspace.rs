@@ -93,7 +93,7 @@ pub struct Changes {
 }
 
 /// The whole replicated state machine data.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct Keyspace {
     entries: BTreeMap<Bytes, Entry>,
     fences: BTreeMap<Bytes, u64>,
@@ -103,15 +103,10 @@ pub struct Keyspace {
     pub(super) scripts: super::scripts::ScriptCache,
     /// Number of entries with a deadline (expired keys are found by a sweep, not an index:
     /// an index costs a second copy of every lock's key).
-    #[serde(skip)]
     volatile: usize,
-    #[serde(skip)]
     dirty: BTreeSet<Bytes>,
-    #[serde(skip)]
     dirty_fences: BTreeSet<Bytes>,
-    #[serde(skip)]
     events: Vec<Event>,
-    #[serde(skip)]
     journal: Option<Journal>,
 }
 
@@ -394,16 +389,16 @@ impl Keyspace {
         let head = self
             .entries
             .range::<Bytes, _>((Unbounded, after.map_or(Unbounded, Excluded)));
-        let mut last = None;
+        let mut last: Option<&Bytes> = None;
         let wrapped = after.is_some();
         for (i, (k, e)) in tail.chain(head.take_while(|_| wrapped)).enumerate() {
             if i >= max_scan || found.len() >= limit {
-                return (found, last);
+                return (found, last.cloned());
             }
             if !e.live(now) {
                 found.push(k.clone());
             }
-            last = Some(k.clone());
+            last = Some(k);
         }
         (found, None)
     }

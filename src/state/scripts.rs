@@ -114,32 +114,4 @@ mod tests {
         assert_eq!(ks.script_budget(), 5);
         assert!(ks.script("ab").is_none());
     }
-
-    #[test]
-    fn snapshots_carry_scripts_budget_and_collections() {
-        let mut ks = Keyspace::default();
-        ks.cache_script("cd".into(), Bytes::from_static(b"return 2"));
-        ks.set_script_budget(77);
-        crate::cmd::run_line(&mut ks, "HSET h b 1 a 2", 0);
-        crate::cmd::run_line(&mut ks, "RPUSH l x y", 0);
-        let image = postcard::to_allocvec(&ks).expect("encode");
-        let mut back: Keyspace = postcard::from_bytes(&image).expect("decode");
-        back.rebuild_index();
-        assert_eq!(back.script("cd"), Some(&Bytes::from_static(b"return 2")));
-        assert_eq!(back.script_budget(), 77);
-        assert_eq!(
-            crate::cmd::run_line(&mut back, "HKEYS h", 0),
-            crate::resp::Reply::Array(vec![
-                crate::resp::Reply::bulk("b"),
-                crate::resp::Reply::bulk("a")
-            ])
-        );
-        assert_eq!(
-            crate::cmd::run_line(&mut back, "LRANGE l 0 -1", 0),
-            crate::resp::Reply::Array(vec![
-                crate::resp::Reply::bulk("x"),
-                crate::resp::Reply::bulk("y")
-            ])
-        );
-    }
 }

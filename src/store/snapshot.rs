@@ -228,6 +228,40 @@ mod tests {
         assert_eq!(ks.volatile_len(), 2, "expiry index rebuilt");
     }
 
+    /// The script cache, its budget, and hashes and lists (with their field and element
+    /// order) survive an image, written to the database the way the state machine does.
+    #[test]
+    fn images_carry_scripts_budget_and_collections() {
+        let mut ks = Keyspace::default();
+        ks.cache_script("cd".into(), Bytes::from_static(b"return 2"));
+        ks.set_script_budget(77);
+        crate::cmd::run_line(&mut ks, "HSET h b 1 a 2", 0);
+        crate::cmd::run_line(&mut ks, "RPUSH l x y", 0);
+        let dir = tempfile::tempdir().unwrap();
+        let db = super::super::schema::open_db(dir.path()).unwrap();
+        let kv = cf(&db, CF_KV).unwrap();
+        for (k, e) in ks.take_changes().entries {
+            db.put_cf(kv, &k, enc(&e.unwrap()).unwrap()).unwrap();
+        }
+        let mut h = header();
+        h.scripts = ks.scripts().clone();
+        h.script_budget = ks.script_budget_setting();
+        let (_, mut back) = decode(&encode(&db, &db.snapshot(), &h).unwrap()).unwrap();
+        assert_eq!(back.script("cd"), Some(&Bytes::from_static(b"return 2")));
+        assert_eq!(back.script_budget(), 77);
+        fn bulks(v: &[&'static str]) -> crate::resp::Reply {
+            crate::resp::Reply::Array(v.iter().map(|s| crate::resp::Reply::bulk(*s)).collect())
+        }
+        assert_eq!(
+            crate::cmd::run_line(&mut back, "HKEYS h", 0),
+            bulks(&["b", "a"])
+        );
+        assert_eq!(
+            crate::cmd::run_line(&mut back, "LRANGE l 0 -1", 0),
+            bulks(&["x", "y"])
+        );
+    }
+
     #[test]
     fn corrupt_images_are_errors_not_panics() {
         let dir = tempfile::tempdir().unwrap();
