@@ -237,6 +237,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        tracing::info!(since = %log_id, "truncating the log (conflicting entries)");
         let mut wb = WriteBatch::default();
         wb.delete_range_cf(
             cf(&self.db, CF_LOG)?,
@@ -251,6 +252,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if self.purge_waits_for_applied {
             self.wait_applied(log_id.index).await?;
         }
+        tracing::debug!(upto = %log_id, "purging the log");
         let mut wb = WriteBatch::default();
         wb.put_cf(cf(&self.db, CF_META)?, K_PURGED, enc(&Some(log_id))?);
         wb.delete_range_cf(

@@ -24,6 +24,15 @@ pub enum StoreError {
     /// RocksDB or decoding failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The log was purged past what the state machine persisted: the entries in between
+    /// are gone, so the state cannot be rebuilt from this directory.
+    #[error("the log is purged up to index {purged} but the state machine is only at {applied:?}; this directory cannot be replayed: remove the node, wipe the directory and add it again under a new id")]
+    PurgedPastApplied {
+        /// Last purged log index.
+        purged: u64,
+        /// Persisted last-applied index.
+        applied: Option<u64>,
+    },
     /// The directory belongs to another node.
     #[error("data directory belongs to node {found}, not node {wanted}; a wiped node must rejoin under a new id")]
     NodeId {
@@ -50,6 +59,17 @@ pub fn open(dir: &Path, node_id: u64) -> Result<(LogStore, StateMachine), StoreE
             let meta = schema::cf(&db, schema::CF_META)?;
             db.put_cf(meta, schema::K_NODE_ID, node_id.to_be_bytes())
                 .map_err(schema::write_err)?;
+        }
+    }
+    let purged = schema::get_meta::<Option<crate::raft::LogId>>(&db, schema::K_PURGED)?.flatten();
+    let applied = schema::get_meta::<schema::AppliedMeta>(&db, schema::K_APPLIED)?
+        .and_then(|m| m.last_applied);
+    if let Some(p) = purged {
+        if applied.map(|a| a.index) < Some(p.index) {
+            return Err(StoreError::PurgedPastApplied {
+                purged: p.index,
+                applied: applied.map(|a| a.index),
+            });
         }
     }
     let sm = StateMachine::open(db.clone())?;
@@ -108,6 +128,80 @@ mod tests {
         purge.await.unwrap().unwrap();
         let state = log.clone().get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id, Some(id(3)));
+    }
+
+    /// The persisted last-applied index of the store in `dir`'s open database.
+    fn persisted_applied(db: &rocksdb::DB) -> Option<u64> {
+        schema::get_meta::<schema::AppliedMeta>(db, schema::K_APPLIED)
+            .unwrap()
+            .and_then(|m| m.last_applied)
+            .map(|l| l.index)
+    }
+
+    /// The state machine never moves backwards, whatever it is asked: an entry it already
+    /// applied is skipped, and a snapshot older than its state is not installed. Either would
+    /// put `last_applied` on disk behind a log already purged up to the newer index, and the
+    /// node could never start again (the shape of bug 1's second path in the chaos soak).
+    #[tokio::test]
+    async fn the_state_machine_never_moves_backwards() {
+        use openraft::storage::RaftStateMachine;
+        use openraft::{CommittedLeaderId, EntryPayload, LogId};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (log, mut sm) = open(dir.path(), 1).unwrap();
+        let id = |i| LogId::new(CommittedLeaderId::new(1, 1), i);
+        let blank = |i| crate::raft::Entry {
+            log_id: id(i),
+            payload: EntryPayload::Blank,
+        };
+        sm.apply(vec![blank(1), blank(2)]).await.unwrap();
+        let older = sm.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(older.meta.last_log_id, Some(id(2)));
+        sm.apply(vec![blank(3)]).await.unwrap();
+        assert_eq!(persisted_applied(log.db()), Some(3));
+
+        let replies = sm.apply(vec![blank(2), blank(3)]).await.unwrap();
+        assert_eq!(replies.len(), 2, "one reply per entry, even when skipped");
+        assert_eq!(sm.applied_state().await.unwrap().0, Some(id(3)));
+        assert_eq!(persisted_applied(log.db()), Some(3));
+
+        sm.install_snapshot(&older.meta, older.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(sm.applied_state().await.unwrap().0, Some(id(3)));
+        assert_eq!(persisted_applied(log.db()), Some(3));
+
+        sm.apply(vec![blank(4)]).await.unwrap();
+        assert_eq!(persisted_applied(log.db()), Some(4));
+    }
+
+    /// A directory whose log is purged past its state machine cannot be replayed; opening it
+    /// says so, instead of openraft failing later with `LogIndexNotFound`.
+    #[test]
+    fn a_log_purged_past_the_state_machine_is_refused_at_open() {
+        use openraft::{CommittedLeaderId, LogId};
+
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path(), 1).unwrap());
+        {
+            let db = schema::open_db(dir.path()).unwrap();
+            let meta = schema::cf(&db, schema::CF_META).unwrap();
+            let purged = Some(LogId::new(CommittedLeaderId::new(1, 1), 5));
+            db.put_cf(meta, schema::K_PURGED, schema::enc(&purged).unwrap())
+                .unwrap();
+        }
+        let err = open(dir.path(), 1).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                StoreError::PurgedPastApplied {
+                    purged: 5,
+                    applied: None
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cannot be replayed"), "{err}");
     }
 
     #[test]

@@ -269,6 +269,27 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut st = self.state.write().map_err(|_| poisoned())?;
         let mut replies = Vec::new();
         for entry in entries {
+            let next = st.last_applied.map_or(0, |l| l.index + 1);
+            if entry.log_id.index < next {
+                // Already applied (a committed entry is the same on every node, so this is a
+                // repeat, never a different command). Applying it again would move
+                // `last_applied` backwards on disk, behind a log purged up to it.
+                tracing::warn!(
+                    entry = %entry.log_id,
+                    last_applied = ?st.last_applied,
+                    "skipping an entry the state machine has already applied"
+                );
+                replies.push(BatchReply::default());
+                continue;
+            }
+            if entry.log_id.index > next && st.last_applied.is_some() {
+                // openraft never does this (its storage suite does); loud, for diagnosis.
+                tracing::error!(
+                    entry = %entry.log_id,
+                    last_applied = ?st.last_applied,
+                    "applying an entry past a gap after the state machine's last applied"
+                );
+            }
             st.last_applied = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Blank => replies.push(BatchReply::default()),
@@ -316,6 +337,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         if let Some(ms) = self.test_install_delay_ms {
             tracing::warn!(ms, "test hook: delaying a snapshot install");
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        let applied = self.state.read().map_err(|_| poisoned())?.last_applied;
+        tracing::info!(snapshot = %meta, ?applied, "installing a snapshot");
+        if meta.last_log_id.map(|l| l.index) <= applied.map(|l| l.index) {
+            // The state machine is already at or past it (same history, so it holds all of
+            // it); replacing it would move `last_applied` backwards, behind the log.
+            tracing::warn!(snapshot = %meta, ?applied, "keeping the newer state instead of an older snapshot");
+            return Ok(());
         }
         let data = snapshot.into_inner();
         let (header, ks) = snapshot::decode(&data)?;

@@ -610,3 +610,82 @@ fn a_lease_never_expires_early_across_a_failover() {
     };
     assert!(t_b > token, "B's token {t_b} is not above A's {token}");
 }
+
+/// Exploratory stress: a leader is SIGSTOPped under write load on every node while the
+/// others elect a new leader and move past several snapshots, then it is resumed and must
+/// catch up (from a snapshot) and stay healthy.
+#[test]
+#[ignore]
+fn stress_paused_leader_catches_up_from_a_snapshot() {
+    let rounds: usize = std::env::var("STRESS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let n: u64 = std::env::var("STRESS_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let ids: Vec<u64> = (1..=n).collect();
+    let mut cluster = Cluster::start(
+        n,
+        &[
+            "--snapshot-every",
+            "20",
+            "--log-level",
+            "info,openraft=info",
+        ],
+    );
+    cluster.wait_leader(&ids);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..6usize {
+        let (ps, stop) = (ports(&cluster), stop.clone());
+        workers.push(thread::spawn(move || {
+            let mut client = Client::new(ps, w);
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                if client.call(&format!("SET k:{w}:{} {i}", i % 500)).is_none() {
+                    thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }));
+    }
+    for round in 0..rounds {
+        let leader = cluster.wait_leader(&ids);
+        thread::sleep(Duration::from_millis(200 + (round as u64 * 37) % 300));
+        cluster.signal(leader, "STOP");
+        thread::sleep(Duration::from_millis(2500 + (round as u64 * 53) % 1000));
+        cluster.signal(leader, "CONT");
+        thread::sleep(Duration::from_millis(1500));
+        for &id in &ids {
+            let log = std::fs::read_to_string(cluster.log(id)).unwrap_or_default();
+            if log.contains("LogIndexNotFound") || log.contains("fatal") {
+                let _ = std::fs::create_dir_all("/tmp/stress-fail");
+                for &n in &ids {
+                    let _ = std::fs::copy(cluster.log(n), format!("/tmp/stress-fail/node-{n}.log"));
+                }
+            }
+            assert!(
+                !log.contains("LogIndexNotFound") && !log.contains("fatal"),
+                "round {round}: node {id} failed\n{}",
+                cluster.logs()
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let installs: usize = ids
+        .iter()
+        .map(|id| {
+            std::fs::read_to_string(cluster.log(*id))
+                .unwrap_or_default()
+                .matches("Done install complete snapshot")
+                .count()
+        })
+        .sum();
+    eprintln!("snapshot installs: {installs}");
+    cluster.wait_converged(&ids);
+}

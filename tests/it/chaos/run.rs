@@ -155,12 +155,15 @@ impl Report {
 }
 
 /// Flags every node gets in a chaos run.
-const NODE_FLAGS: [&str; 5] = [
+const NODE_FLAGS: [&str; 7] = [
     "--enable-fault-injection",
     "--write-timeout-ms",
     "2000",
     "--snapshot-every",
     "200",
+    // openraft's decisions about votes, snapshots, purges and truncations, for diagnosis.
+    "--log-level",
+    "info,openraft=warn,openraft::engine=info,openraft::core::sm=info,openraft::storage=info",
 ];
 /// `--snapshot-every` above.
 const SNAPSHOT_EVERY: u64 = 200;
