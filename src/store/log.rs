@@ -32,6 +32,9 @@ pub struct LogStore {
     /// [`LogStore::wait_applied`]). Off only for openraft's storage suite, which tests the
     /// log store without a state machine.
     purge_waits_for_applied: bool,
+    /// Reads return only the run of entries that begins exactly at the range's start (set
+    /// on the readers openraft's replication uses, see `get_log_reader`).
+    contiguous: bool,
 }
 
 /// How long a purge waits for the state machine to persist the entries it removes.
@@ -58,6 +61,7 @@ impl LogStore {
             db,
             syncer,
             purge_waits_for_applied: true,
+            contiguous: false,
         }
     }
 
@@ -161,13 +165,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
             IteratorMode::From(&key, Direction::Forward),
         );
         let mut out = Vec::new();
+        let mut want = start;
         for item in it {
             let (k, v) = item.map_err(read_err)?;
             let idx = super::schema::decode_u64(&k).unwrap_or(u64::MAX);
-            if !range.contains(&idx) {
+            if !range.contains(&idx) || (self.contiguous && idx != want) {
                 break;
             }
             out.push(dec(&v)?);
+            want = idx.saturating_add(1);
         }
         Ok(out)
     }
@@ -185,8 +191,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
     }
 
+    /// Replication reads through this reader. A RocksDB seek lands on the first key at or
+    /// after the start; if the start was purged meanwhile (a leader purges while a
+    /// replication task is about to read), that key is later, and openraft 0.9's replication
+    /// would send those entries after a `prev_log_id` they do not follow. The follower
+    /// appended them and its log had a hole it could never apply across (bug 1's second
+    /// path, found by the chaos soaks). So this reader answers only with entries that begin
+    /// exactly at the start; an empty answer makes openraft decide again (a snapshot).
     async fn get_log_reader(&mut self) -> Self::LogReader {
-        self.clone()
+        LogStore {
+            contiguous: true,
+            ..self.clone()
+        }
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
