@@ -430,11 +430,6 @@ fn a_node_that_missed_50k_writes_catches_up_from_a_snapshot() {
     );
 }
 
-/// Regression (chaos soak, 5 nodes, seed 102): openraft 0.9 purges the log a received
-/// snapshot covers as soon as it queues the install, without waiting for it. A kill -9
-/// inside the install left the log purged past the persisted state machine, and the node
-/// never started again (`LogIndexNotFound`). A test hook holds the install for 5 s so the
-/// kill lands inside it every time.
 /// The last purged log index and the state machine's persisted last-applied index of a
 /// stopped node's data directory.
 fn purged_and_applied(dir: &std::path::Path) -> (Option<u64>, Option<u64>) {
@@ -451,15 +446,42 @@ fn purged_and_applied(dir: &std::path::Path) -> (Option<u64>, Option<u64>) {
     )
 }
 
-#[test]
-fn a_kill_during_snapshot_install_leaves_a_node_that_restarts_and_catches_up() {
-    let mut cluster = Cluster::start(3, &["--snapshot-every", "50"]);
+/// A 3-node cluster (`--snapshot-every every`) with one follower, the lagger, killed while the
+/// leader writes until it has purged its log past the lagger: restarted, the lagger can only
+/// catch up from a snapshot. Returns the cluster, the leader, the lagger, a connection to the
+/// leader, and the number of keys written (`k:0` .. `k:{n-1}`).
+fn lagger_that_needs_a_snapshot(every: &str) -> (Cluster, u64, u64, Conn, usize) {
+    let mut cluster = Cluster::start(3, &["--snapshot-every", every]);
     let leader = cluster.wait_leader(&[1, 2, 3]);
     let lagger = [1, 2, 3]
         .into_iter()
         .find(|id| *id != leader)
         .expect("follower");
     let mut c = cluster.conn(leader);
+    let cmds: Vec<Vec<Vec<u8>>> = (0..300).map(|i| words(&format!("SET k:{i} {i}"))).collect();
+    let replies = c.pipeline(&cmds);
+    assert!(replies.iter().all(|r| r == b"+OK\r\n"), "write failed");
+    cluster.wait_converged(&[1, 2, 3]);
+    let had = cluster.info_u64(lagger, "applied_index");
+    cluster.kill9(lagger);
+    // One write per batch until the leader has purged the log past what the lagger has.
+    let mut i = 300;
+    while cluster.info_u64(leader, "purged_index") <= had + 10 || i < 700 {
+        assert_eq!(c.c(&format!("SET k:{i} {i}")), b"+OK\r\n");
+        i += 1;
+        assert!(i < 5000, "the leader never purged past {had}");
+    }
+    (cluster, leader, lagger, c, i)
+}
+
+/// Regression (chaos soak, 5 nodes, seed 102): openraft 0.9 purges the log a received
+/// snapshot covers as soon as it queues the install, without waiting for it. A kill -9
+/// inside the install left the log purged past the persisted state machine, and the node
+/// never started again (`LogIndexNotFound`). A test hook holds the install for 5 s so the
+/// kill lands inside it every time.
+#[test]
+fn a_kill_during_snapshot_install_leaves_a_node_that_restarts_and_catches_up() {
+    let (mut cluster, _leader, lagger, mut c, last) = lagger_that_needs_a_snapshot("50");
     let write = |c: &mut Conn, from: usize, to: usize| {
         for chunk in (from..to).step_by(100) {
             let cmds: Vec<Vec<Vec<u8>>> = (chunk..(chunk + 100).min(to))
@@ -469,19 +491,7 @@ fn a_kill_during_snapshot_install_leaves_a_node_that_restarts_and_catches_up() {
             assert!(replies.iter().all(|r| r == b"+OK\r\n"), "write failed");
         }
     };
-    write(&mut c, 0, 300);
-    cluster.wait_converged(&[1, 2, 3]);
-    let had = cluster.info_u64(lagger, "applied_index");
-    cluster.kill9(lagger);
-    // One write per batch until the leader has purged the log past what the lagger has, so
-    // that it can only catch up from a snapshot.
-    let mut i = 300;
-    while cluster.info_u64(leader, "purged_index") <= had + 10 || i < 700 {
-        assert_eq!(c.c(&format!("SET k:{i} {i}")), b"+OK\r\n");
-        i += 1;
-        assert!(i < 5000, "the leader never purged past {had}");
-    }
-    let (last, total) = (i, i + 200);
+    let total = last + 200;
 
     cluster.node_env.insert(
         lagger,
@@ -620,25 +630,7 @@ fn a_lease_never_expires_early_across_a_failover() {
 /// The test-only install delay makes the install outlast the 2 s timeout every time.
 #[test]
 fn a_snapshot_install_slower_than_the_leaders_timeout_leaves_no_hole_in_the_log() {
-    let mut cluster = Cluster::start(3, &["--snapshot-every", "10"]);
-    let leader = cluster.wait_leader(&[1, 2, 3]);
-    let lagger = [1, 2, 3]
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("follower");
-    let mut c = cluster.conn(leader);
-    for i in 0..300 {
-        assert_eq!(c.c(&format!("SET k:{i} {i}")), b"+OK\r\n");
-    }
-    cluster.wait_converged(&[1, 2, 3]);
-    let had = cluster.info_u64(lagger, "applied_index");
-    cluster.kill9(lagger);
-    let mut i = 300;
-    while cluster.info_u64(leader, "purged_index") <= had + 10 || i < 700 {
-        assert_eq!(c.c(&format!("SET k:{i} {i}")), b"+OK\r\n");
-        i += 1;
-        assert!(i < 5000, "the leader never purged past {had}");
-    }
+    let (mut cluster, leader, lagger, mut c, i) = lagger_that_needs_a_snapshot("10");
     cluster.node_env.insert(
         lagger,
         vec![(
@@ -678,7 +670,7 @@ fn a_snapshot_install_slower_than_the_leaders_timeout_leaves_no_hole_in_the_log(
         "the lagger's log has a hole\n{}",
         cluster.logs()
     );
-    let want = format!("db0:keys={},", i + written);
+    let want = format!("db0:keys={},", i as u64 + written);
     for id in [1, 2, 3] {
         let info = String::from_utf8_lossy(&cluster.conn(id).c("INFO keyspace")).into_owned();
         assert!(info.contains(&want), "node {id}: {info}, want {want}");
