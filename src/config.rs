@@ -81,6 +81,11 @@ pub struct Flags {
     /// negative) by this many parts per million.
     #[arg(long, hide = true, allow_hyphen_values = true)]
     pub test_clock_rate_ppm: Option<i64>,
+    /// Test-only power cut: keep writes that are not yet synced in this process's memory
+    /// (RocksDB's manual WAL flush), so that a kill -9 loses them as a power cut would: the
+    /// log is left at its last synced point, and the state machine behind it.
+    #[arg(long, hide = true)]
+    pub test_lose_unsynced_writes: bool,
 }
 
 /// The same keys in a TOML file.
@@ -139,6 +144,8 @@ pub struct Config {
     pub test_clock_offset_ms: i64,
     /// Test-only clock rate error in ppm (chaos tests).
     pub test_clock_rate_ppm: i64,
+    /// See [`Flags::test_lose_unsynced_writes`].
+    pub test_lose_unsynced_writes: bool,
 }
 
 impl Default for Config {
@@ -160,6 +167,7 @@ impl Default for Config {
             fault_injection: false,
             test_clock_offset_ms: 0,
             test_clock_rate_ppm: 0,
+            test_lose_unsynced_writes: false,
         }
     }
 }
@@ -243,6 +251,7 @@ impl Config {
             fault_injection: flags.enable_fault_injection,
             test_clock_offset_ms: flags.test_clock_offset_ms.unwrap_or(0),
             test_clock_rate_ppm: flags.test_clock_rate_ppm.unwrap_or(0),
+            test_lose_unsynced_writes: flags.test_lose_unsynced_writes,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");

@@ -32,6 +32,8 @@ pub struct NodeSettings {
     pub peers: BTreeMap<NodeId, String>,
     /// Start uninitialized and wait to be added to an existing cluster.
     pub join: bool,
+    /// Test-only: unsynced writes stay in process memory (a kill -9 loses them).
+    pub lose_unsynced_writes: bool,
 }
 
 /// A started node.
@@ -86,8 +88,12 @@ fn raft_config(settings: &NodeSettings) -> anyhow::Result<Arc<Config>> {
 pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
     std::fs::create_dir_all(&settings.dir)
         .with_context(|| format!("creating data directory {}", settings.dir.display()))?;
-    let (log, sm) = store::open(&settings.dir, settings.node_id)
-        .with_context(|| format!("opening store in {}", settings.dir.display()))?;
+    let (log, sm) = store::open_with(
+        &settings.dir,
+        settings.node_id,
+        settings.lose_unsynced_writes,
+    )
+    .with_context(|| format!("opening store in {}", settings.dir.display()))?;
     let db = log.db().clone();
     let state = sm.shared();
     let stored = schema::cluster_id(&db)?;

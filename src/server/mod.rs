@@ -172,6 +172,7 @@ impl Server {
             snapshot_every: config.snapshot_every,
             peers: config.peers.clone(),
             join: config.join,
+            lose_unsynced_writes: config.test_lose_unsynced_writes,
         };
         // Bind first: a port conflict should fail before Raft touches the data directory.
         let listener = TcpListener::bind((config.bind.as_str(), config.port))

@@ -46,7 +46,18 @@ pub enum StoreError {
 /// Opens (or creates) the store in `dir`, checking the format version and that the directory
 /// belongs to `node_id` (persisting it on first open).
 pub fn open(dir: &Path, node_id: u64) -> Result<(LogStore, StateMachine), StoreError> {
-    let db = Arc::new(schema::open_db(dir)?);
+    open_with(dir, node_id, false)
+}
+
+/// [`open`]; with `lose_unsynced_writes` (tests only), writes that are not yet synced stay in
+/// this process's memory, so that a kill -9 loses them as a power cut would (see
+/// [`schema::open_db_with`]).
+pub fn open_with(
+    dir: &Path,
+    node_id: u64,
+    lose_unsynced_writes: bool,
+) -> Result<(LogStore, StateMachine), StoreError> {
+    let db = Arc::new(schema::open_db_with(dir, lose_unsynced_writes)?);
     match schema::node_id(&db)? {
         Some(found) if found != node_id => {
             return Err(StoreError::NodeId {

@@ -114,7 +114,17 @@ pub fn read_err(e: rocksdb::Error) -> StorageError {
 
 /// Opens the database with all column families and checks (or writes) the format version.
 pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
+    open_db_with(dir, false)
+}
+
+/// [`open_db`]. With `lose_unsynced_writes` (a test-only power cut), RocksDB keeps WAL
+/// records in its own buffer until a sync (manual WAL flush): the log store's syncs and
+/// every synced write still reach the disk, but a kill -9 loses everything after the last
+/// sync, as a power cut would. Without it, a kill -9 loses nothing that was written, since
+/// the operating system keeps it.
+pub fn open_db_with(dir: &Path, lose_unsynced_writes: bool) -> Result<DB, StorageError> {
     let mut opts = Options::default();
+    opts.set_manual_wal_flush(lose_unsynced_writes);
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     // No WAL recycling. It would make each sync several times cheaper (a recycled file is

@@ -155,8 +155,12 @@ impl Report {
 }
 
 /// Flags every node gets in a chaos run.
-const NODE_FLAGS: [&str; 7] = [
+const NODE_FLAGS: [&str; 8] = [
     "--enable-fault-injection",
+    // Every kill -9 is a power cut: writes not yet synced are lost with the process, so a
+    // restarted node's log ends at its last synced point (and its state machine may be
+    // behind it).
+    "--test-lose-unsynced-writes",
     "--write-timeout-ms",
     "2000",
     "--snapshot-every",
