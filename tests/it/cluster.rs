@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::Cluster;
-use crate::common::{as_bulk, try_int, words, Conn};
+use crate::common::{as_bulk, purged_and_applied, try_int, words, Conn};
 
 /// A client that fails over between nodes: on an I/O failure it reconnects to the next node.
 struct Client {
@@ -428,22 +428,6 @@ fn a_node_that_missed_50k_writes_catches_up_from_a_snapshot() {
         info.contains("db0:keys=50000,"),
         "lagging node's keyspace: {info}"
     );
-}
-
-/// The last purged log index and the state machine's persisted last-applied index of a
-/// stopped node's data directory.
-fn purged_and_applied(dir: &std::path::Path) -> (Option<u64>, Option<u64>) {
-    use palisade::raft::LogId;
-    use palisade::store::schema::{get_meta, open_db, AppliedMeta, K_APPLIED, K_PURGED};
-    let db = open_db(dir).expect("open the node's RocksDB");
-    let purged: Option<LogId> = get_meta::<Option<LogId>>(&db, K_PURGED)
-        .expect("read last_purged")
-        .flatten();
-    let applied: Option<AppliedMeta> = get_meta(&db, K_APPLIED).expect("read applied");
-    (
-        purged.map(|l| l.index),
-        applied.and_then(|a| a.last_applied).map(|l| l.index),
-    )
 }
 
 /// A 3-node cluster (`--snapshot-every every`) with one follower, the lagger, killed while the

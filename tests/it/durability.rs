@@ -62,15 +62,6 @@ fn acked_writes_tokens_and_fences_survive_a_power_cut() {
 /// behind its log and re-applies it; without the switch the operating system keeps it.
 #[test]
 fn a_power_cut_loses_unsynced_writes_and_the_log_replays_them() {
-    use palisade::raft::LogId;
-    use palisade::store::schema::{get_meta, open_db, AppliedMeta, K_APPLIED};
-    let applied_on_disk = |dir: &std::path::Path| -> u64 {
-        let db = open_db(dir).expect("open the RocksDB");
-        let meta: Option<AppliedMeta> = get_meta(&db, K_APPLIED).expect("read applied");
-        meta.and_then(|m| m.last_applied)
-            .map(|l: LogId| l.index)
-            .unwrap_or(0)
-    };
     for (flags, loses) in [
         (&["--test-lose-unsynced-writes"][..], true),
         (&[][..], false),
@@ -87,7 +78,7 @@ fn a_power_cut_loses_unsynced_writes_and_the_log_replays_them() {
             .and_then(|v| v.parse().ok())
             .expect("RAFT.INFO applied_index");
         srv.kill9();
-        let on_disk = applied_on_disk(&srv.data_dir());
+        let on_disk = purged_and_applied(&srv.data_dir()).1.unwrap_or(0);
         if loses {
             assert!(
                 on_disk < before,

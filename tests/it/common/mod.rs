@@ -853,3 +853,19 @@ pub fn unhex(s: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or_else(|_| panic!("bad hex {s:?}")))
         .collect()
 }
+
+/// The last purged log index and the state machine's persisted last-applied index in a
+/// stopped node's data directory.
+pub fn purged_and_applied(dir: &Path) -> (Option<u64>, Option<u64>) {
+    use palisade::raft::LogId;
+    use palisade::store::schema::{get_meta, open_db, AppliedMeta, K_APPLIED, K_PURGED};
+    let db = open_db(dir).expect("open the node's RocksDB");
+    let purged: Option<LogId> = get_meta::<Option<LogId>>(&db, K_PURGED)
+        .expect("read last_purged")
+        .flatten();
+    let applied: Option<AppliedMeta> = get_meta(&db, K_APPLIED).expect("read applied");
+    (
+        purged.map(|l| l.index),
+        applied.and_then(|a| a.last_applied).map(|l| l.index),
+    )
+}
