@@ -123,23 +123,24 @@ impl PeerClient {
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
-        let conn = match self.conn.as_mut() {
-            Some(c) => c,
-            None => {
-                let c = PeerConn::connect(&self.addr, CONNECT_TIMEOUT.min(ttl))
-                    .await
-                    .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-                self.conn.insert(c)
-            }
+        // The connection is taken out for the length of the exchange and put back only after
+        // a whole answer arrived. openraft drops this future when its own timeout fires; a
+        // connection left behind mid-exchange would hand the late answer to the next request
+        // (a stale `Success` or `Conflict` attributed to a different range of the log).
+        let mut conn = match self.conn.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => PeerConn::connect(&self.addr, CONNECT_TIMEOUT.min(ttl))
+                .await
+                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
         };
         let env = self.ctx.envelope(self.target, body);
         match conn.call(&env, ttl).await {
-            Ok(resp) => Ok(resp),
-            Err(e) => {
-                // The stream's state is unknown after an error; start afresh next time.
-                self.conn = None;
-                Err(RPCError::Network(NetworkError::new(&e)))
+            Ok(resp) => {
+                self.conn = Some(conn);
+                Ok(resp)
             }
+            // The stream's state is unknown after an error; the next call connects afresh.
+            Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
         }
     }
 
@@ -210,6 +211,95 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
             _ => Err(self.unexpected()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use bytes::Bytes;
+    use futures::{SinkExt, StreamExt};
+    use openraft::Vote;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::Framed;
+
+    use super::*;
+    use crate::raft::protocol::codec;
+
+    /// A peer that answers the first request it ever receives only after `late`, and every
+    /// later request at once, each with the answer type its request expects.
+    async fn peer_slow_on_first_request(late: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let first = Arc::new(AtomicBool::new(true));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let first = first.clone();
+                tokio::spawn(async move {
+                    let mut framed = Framed::new(stream, codec());
+                    while let Some(Ok(frame)) = framed.next().await {
+                        let env: Envelope = postcard::from_bytes(&frame).expect("envelope");
+                        if first.swap(false, Ordering::SeqCst) {
+                            tokio::time::sleep(late).await;
+                        }
+                        let resp = match env.body {
+                            PeerRequest::Vote(v) => PeerResponse::Vote(Ok(VoteResponse {
+                                vote: v.vote,
+                                vote_granted: false,
+                                last_log_id: None,
+                            })),
+                            PeerRequest::Append(_) => {
+                                PeerResponse::Append(Ok(AppendEntriesResponse::Success))
+                            }
+                            _ => PeerResponse::Rejected("unexpected in this test".into()),
+                        };
+                        let bytes = postcard::to_allocvec(&resp).expect("encode");
+                        if framed.send(Bytes::from(bytes)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_arrives_after_the_caller_gave_up_is_not_taken_for_the_next_one() {
+        let addr = peer_slow_on_first_request(Duration::from_millis(300)).await;
+        let mut client = PeerClient {
+            target: 2,
+            addr,
+            ctx: Arc::new(PeerContext {
+                node_id: 1,
+                cluster_id: AtomicU64::new(7),
+                faults: Faults::default(),
+            }),
+            conn: None,
+        };
+        let option = || RPCOption::new(Duration::from_secs(2));
+
+        // openraft wraps each RPC in its own timeout and drops the future when it fires.
+        let vote = VoteRequest {
+            vote: Vote::new(1, 1),
+            last_log_id: None,
+        };
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(50), client.vote(vote, option())).await;
+        assert!(gave_up.is_err(), "the first answer should come too late");
+
+        // The vote answer is still on its way; the next request must get its own answer.
+        let append = AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            leader_commit: None,
+            entries: vec![],
+        };
+        match client.append_entries(append, option()).await {
+            Ok(AppendEntriesResponse::Success) => {}
+            other => panic!("the append got someone else's answer: {other:?}"),
         }
     }
 }
