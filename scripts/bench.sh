@@ -11,9 +11,12 @@
 #   palisade-1       a one-node Palisade
 #   redis-always     Redis 7, appendonly yes, appendfsync always (the reference of the ratios)
 #   redis-everysec   Redis 7, appendonly yes, appendfsync everysec
+#   etcd-3           a 3-node etcd 3.4 cluster (Debian's etcd-server), clients on the leader's
+#                    client port through etcd's JSON gateway; cycle and hot workloads only
 #
 # Options of the comparison:
-#   --targets LIST   some of palisade-3,palisade-1,redis-always,redis-everysec (default: all)
+#   --targets LIST   some of palisade-3,palisade-1,redis-always,redis-everysec,etcd-3 (default:
+#                    all; etcd-3 only for the cycle and hot workloads, and if etcd installs)
 #   --clients LIST   client counts (default 1,4,16,64)
 #   --duration S     seconds per round, target and client count (default 5)
 #   --rounds R       rounds; the targets alternate within each round (default 3)
@@ -22,14 +25,14 @@
 #   --out DIR        output directory (default $CARGO_TARGET_DIR/bench): bench.json,
 #                    bench-clients.png, bench.txt, env.txt; memory.txt and memory-*.json
 #
-# It installs what it needs (a C/C++ toolchain and libclang for RocksDB, redis-server), builds
-# the release binaries, starts everything on free loopback ports under a temporary directory,
-# and tears everything down on exit, also on Ctrl-C.
+# It installs what it needs (a C/C++ toolchain and libclang for RocksDB, redis-server, and for
+# etcd-3 etcd-server and curl), builds the release binaries, starts everything on free loopback
+# ports under a temporary directory, and tears everything down on exit, also on Ctrl-C.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-TARGETS="palisade-3,palisade-1,redis-always,redis-everysec" CLIENTS="" DURATION="" ROUNDS=""
+TARGETS="" CLIENTS="" DURATION="" ROUNDS=""
 WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -46,7 +49,7 @@ while [[ $# -gt 0 ]]; do
         if [[ $# -gt 1 && "$2" =~ ^[0-9]+$ ]]; then MEMORY="$2"; shift; fi
         shift
         ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see scripts/bench.sh --help)" ;;
     esac
 done
@@ -62,21 +65,62 @@ OUT="${OUT:-$CARGO_TARGET_DIR/bench}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
+# etcd-server (Debian's etcd 3.4) and curl, for the etcd-3 target; fails if they cannot be
+# installed. The package may start a system etcd (on 2379 and 2380): it is stopped, as the
+# benchmark starts its own cluster on free ports.
+ensure_etcd() {
+    if ! command -v etcd >/dev/null 2>&1; then
+        # A subshell: apt_install dies on failure, and a missing etcd is not fatal here.
+        (apt_install etcd-server) || return 1
+        if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
+            log "stopping and disabling the packaged etcd service (the benchmark starts its own)"
+            as_root systemctl disable --now etcd || true
+        elif [[ -x /etc/init.d/etcd ]] && /etc/init.d/etcd status >/dev/null 2>&1; then
+            log "stopping the packaged etcd service (the benchmark starts its own)"
+            as_root /etc/init.d/etcd stop || true
+        fi
+    fi
+    command -v curl >/dev/null 2>&1 || (apt_install curl) || return 1
+    local version
+    version="$(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p')"
+    [[ -n "$version" ]] || return 1
+    log "using etcd $version"
+    [[ "$version" == 3.4.* ]] ||
+        log "warning: the etcd-3 target is written for etcd 3.4's JSON gateway; $version may differ"
+}
+
+wants_etcd() { [[ ",$TARGETS," == *,etcd-3,* || ",$TARGETS," == *,etcd,* ]]; }
+
 ensure_build_deps
 ensure_redis
+# The default targets include etcd-3 when the workload suits etcd and etcd is installed.
+if [[ -z "$MEMORY" && -z "$TARGETS" ]]; then
+    TARGETS="palisade-3,palisade-1,redis-always,redis-everysec"
+    if [[ "$WORKLOAD" != cycle && "$WORKLOAD" != hot ]]; then
+        log "no etcd-3 target: etcd runs the cycle and hot workloads only"
+    elif ensure_etcd; then
+        TARGETS+=",etcd-3"
+    else
+        log "warning: etcd could not be installed (apt-get install etcd-server); going on without etcd-3"
+    fi
+elif [[ -z "$MEMORY" ]] && wants_etcd; then
+    ensure_etcd || die "etcd-3 needs etcd, which could not be installed (apt-get install etcd-server)"
+fi
 log "building release binaries (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin palisade --bin palisade-bench
 BIN="$CARGO_TARGET_DIR/release"
 
 WORK="$(mktemp -d -t palisade-bench-XXXXXX)"
-PIDS=()
+PIDS=() ETCD_PIDS=()
 
 # Every port a run uses, from BASE: cluster nodes BASE.., the one-node Palisade BASE+50, the
-# Redis servers BASE+100 and BASE+101; Palisade's peer ports are client ports + 10000.
+# Redis servers BASE+100 and BASE+101; Palisade's peer ports are client ports + 10000. The etcd
+# members' client ports are BASE+110..112, their peer ports BASE+120..122.
 ports_from() {
     local b="$1" n
     for n in $(seq 0 $((NODES - 1))) 50; do echo $((b + n)) $((b + n + 10000)); done
     echo $((b + 100)) $((b + 101))
+    for n in 0 1 2; do echo $((b + 110 + n)) $((b + 120 + n)); done
 }
 # Taken: listening, or the local end of any connection (a listener cannot bind those either).
 taken_ports() {
@@ -112,15 +156,24 @@ cluster() {
         PALISADE_BIN="$BIN/palisade" "$ROOT/scripts/cluster.sh" "$@"
 }
 
+# stop_pids PID...: SIGTERM, then SIGKILL what still runs 5 s later.
+stop_pids() {
+    local pid
+    for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "$@"; do
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+}
+
 cleanup() {
     local pid
     trap - EXIT INT TERM
     if [[ -d "$WORK/cluster" ]]; then cluster stop >/dev/null 2>&1 || true; fi
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do
-        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-    done
+    # The etcd members one at a time: a leader stopped together with its followers spends 7 s
+    # on a leadership transfer that cannot succeed.
+    for pid in "${ETCD_PIDS[@]}"; do stop_pids "$pid"; done
+    stop_pids "${PIDS[@]}"
     rm -rf "$WORK" 2>/dev/null || { sleep 1; rm -rf "$WORK"; }
 }
 trap cleanup EXIT
@@ -131,6 +184,8 @@ secs() { awk -v ms="$1" 'BEGIN { printf "%.2f", ms / 1000 }'; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 node_pid() { cat "$WORK/cluster/n$1/palisade.pid"; }
 node_port() { echo $((BASE + $1 - 1)); }
+etcd_port() { echo $((BASE + 109 + $1)); }      # client port of etcd member N (1..3)
+etcd_peer_port() { echo $((BASE + 119 + $1)); } # its peer port
 keys_at() { redis-cli -p "$1" INFO keyspace 2>/dev/null | tr -d '\r' | sed -n 's/^db0:keys=\([0-9]*\),.*/\1/p'; }
 
 # wait_for SECONDS COMMAND...: retry every 20 ms until COMMAND succeeds.
@@ -143,6 +198,14 @@ wait_for() {
     done
 }
 answers_ping() { [[ "$(redis-cli -p "$1" PING 2>/dev/null)" == PONG ]]; }
+# etcd_healthy PORT: the member answers and sees a leader.
+etcd_healthy() { curl -fsS -m 2 "http://127.0.0.1:$1/health" 2>/dev/null | grep -q '"health":"true"'; }
+# etcd_status PORT FIELD: a number from the member's /v3/maintenance/status, such as its own
+# member_id or the leader's.
+etcd_status() {
+    curl -fsS -m 2 -X POST -d '{}' "http://127.0.0.1:$1/v3/maintenance/status" 2>/dev/null |
+        sed -n "s/.*\"$2\":\"\([0-9]*\)\".*/\1/p"
+}
 has_keys() { [[ "$(keys_at "$1")" == "$2" ]]; }
 is_leader() { redis-cli -p "$1" RAFT.INFO 2>/dev/null | tr -d '\r' | grep -qx 'role:leader'; }
 mb() { echo $(($1 * 1024 / 1000000)); } # kB (as /proc reports them) to MB
@@ -181,6 +244,40 @@ start_cluster() { # prints the leader's client port
     node_port "$leader"
 }
 
+# Starts a 3-node etcd cluster and sets ETCD_PORT to its leader's client port. Not in a
+# subshell: the members' pids go to ETCD_PIDS, for cleanup.
+start_etcd() {
+    local n peers="" leader
+    for n in 1 2 3; do peers+="${peers:+,}n$n=http://127.0.0.1:$(etcd_peer_port "$n")"; done
+    for n in 1 2 3; do
+        mkdir -p "$WORK/etcd/n$n"
+        etcd --name "n$n" --data-dir "$WORK/etcd/n$n/data" \
+            --listen-client-urls "http://127.0.0.1:$(etcd_port "$n")" \
+            --advertise-client-urls "http://127.0.0.1:$(etcd_port "$n")" \
+            --listen-peer-urls "http://127.0.0.1:$(etcd_peer_port "$n")" \
+            --initial-advertise-peer-urls "http://127.0.0.1:$(etcd_peer_port "$n")" \
+            --initial-cluster "$peers" --initial-cluster-token "palisade-bench-$BASE" \
+            --initial-cluster-state new >"$WORK/etcd/n$n/etcd.log" 2>&1 &
+        ETCD_PIDS+=("$!")
+    done
+    for n in 1 2 3; do
+        wait_for 30 etcd_healthy "$(etcd_port "$n")" ||
+            die "etcd member n$n is not healthy; see $WORK/etcd/n$n/etcd.log"
+    done
+    leader="$(etcd_status "$(etcd_port 1)" leader)"
+    ETCD_PORT=""
+    for n in 1 2 3; do
+        if [[ -n "$leader" && "$(etcd_status "$(etcd_port "$n")" member_id)" == "$leader" ]]; then
+            ETCD_PORT="$(etcd_port "$n")"
+            log "etcd-3: 3-node etcd cluster, leader n$n on port $ETCD_PORT"
+        fi
+    done
+    if [[ -z "$ETCD_PORT" ]]; then
+        ETCD_PORT="$(etcd_port 1)"
+        log "etcd-3: 3-node etcd cluster, leader not found: clients on member n1, port $ETCD_PORT"
+    fi
+}
+
 machine() {
     printf 'date: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     printf 'host: %s, %s cores, %s\n' "$(uname -sr)" "$(nproc)" \
@@ -188,6 +285,7 @@ machine() {
     printf 'cpu: %s\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
     printf 'load average before the run: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
     printf 'redis: %s\n' "$(redis-server --version | sed 's/ sha=.*//')"
+    if wants_etcd; then printf 'etcd: %s\n' "$(etcd --version | sed -n 's/^etcd Version: //p')"; fi
     printf 'palisade: %s\n' "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
 }
 
@@ -305,7 +403,11 @@ for t in "${wanted[@]}"; do
         start_redis redis-everysec "$EVERYSEC_PORT" everysec
         args+=(--target "redis-everysec=redis@127.0.0.1:$EVERYSEC_PORT")
         ;;
-    *) die "unknown target $t (palisade-3, palisade-1, redis-always, redis-everysec)" ;;
+    etcd-3 | etcd)
+        start_etcd
+        args+=(--target "etcd-3=etcd@127.0.0.1:$ETCD_PORT")
+        ;;
+    *) die "unknown target $t (palisade-3, palisade-1, redis-always, redis-everysec, etcd-3)" ;;
     esac
 done
 sleep 1

@@ -10,6 +10,18 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read before `main`: a background thread hands freed pages back to the
+/// kernel after about a second (default ten), and with `MADV_DONTNEED` rather than the lazy
+/// `MADV_FREE`, whose pages stay in RSS until the kernel is short of memory. Freed pages
+/// that linger are most of the difference between a node that took its locks live and one
+/// that restarted (docs/performance.md). `_RJEM_MALLOC_CONF` in the environment overrides.
+#[allow(non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(
+    // SAFETY: a pointer to the first byte of a static, NUL-terminated string.
+    unsafe { &*c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr() },
+);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::from_flags(Flags::parse())?;

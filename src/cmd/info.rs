@@ -27,6 +27,10 @@ pub struct InfoData {
     pub maxclients: usize,
     /// Resident memory in bytes, if known.
     pub used_memory_rss: u64,
+    /// jemalloc: bytes allocated, bytes of resident pages it maps.
+    pub allocator: (u64, u64),
+    /// What RocksDB holds in memory.
+    pub db_memory: crate::store::schema::DbMemory,
     /// Connections accepted.
     pub total_connections: u64,
     /// Commands processed.
@@ -143,7 +147,16 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
         "memory",
         "Memory",
         vec![
+            ("used_memory", d.allocator.0.to_string()),
             ("used_memory_rss", d.used_memory_rss.to_string()),
+            ("mem_allocator", "jemalloc-5.3.0".into()),
+            ("allocator_resident", d.allocator.1.to_string()),
+            ("rocksdb_memtables", d.db_memory.memtables.to_string()),
+            ("rocksdb_block_cache", d.db_memory.block_cache.to_string()),
+            (
+                "rocksdb_table_readers",
+                d.db_memory.table_readers.to_string(),
+            ),
             ("maxmemory", "0".into()),
             ("maxmemory_policy", "noeviction".into()),
         ],

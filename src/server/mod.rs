@@ -71,6 +71,8 @@ pub struct Shared {
     pub addr: SocketAddr,
     /// The way to the leader (forwarding) and the peer identity.
     pub link: Arc<LeaderLink>,
+    /// The store (INFO reads its memory figures).
+    pub db: Arc<rocksdb::DB>,
 }
 
 /// The INFO/RAFT.INFO name of a Raft server state.
@@ -109,6 +111,8 @@ impl Shared {
             connected_clients: self.clients.len(),
             maxclients: self.config.maxclients,
             used_memory_rss: rss_bytes(),
+            allocator: allocator_bytes(),
+            db_memory: crate::store::schema::memory_usage(&self.db),
             total_connections: self.stats.connections.load(Ordering::Relaxed),
             total_commands: self.stats.commands.load(Ordering::Relaxed),
             rejected_connections: self.stats.rejected.load(Ordering::Relaxed),
@@ -132,6 +136,18 @@ impl Shared {
             dir: self.config.dir.display().to_string(),
         }
     }
+}
+
+/// jemalloc's figures: bytes the program holds, and bytes of resident pages jemalloc maps.
+/// Both are 0 in a program whose global allocator is not jemalloc (the library's unit tests).
+fn allocator_bytes() -> (u64, u64) {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return (0, 0);
+    }
+    let allocated = stats::allocated::read().unwrap_or(0);
+    let resident = stats::resident::read().unwrap_or(0);
+    (allocated as u64, resident as u64)
 }
 
 /// Resident set size from /proc (0 where unavailable).
@@ -204,6 +220,7 @@ impl Server {
             started: Instant::now(),
             addr,
             link,
+            db: node.db.clone(),
             config,
         });
         let (stop, stop_rx) = watch::channel(false);

@@ -183,6 +183,32 @@ pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily, Stora
     })
 }
 
+/// Memory RocksDB holds, in bytes, summed over the column families (INFO memory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DbMemory {
+    /// Memtables, active and immutable (`rocksdb.size-all-mem-tables`).
+    pub memtables: u64,
+    /// Block cache in use (`rocksdb.block-cache-usage`).
+    pub block_cache: u64,
+    /// Index and filter blocks of open table files (`rocksdb.estimate-table-readers-mem`).
+    pub table_readers: u64,
+}
+
+/// What RocksDB reports it holds in memory (0 for a figure it does not report).
+pub fn memory_usage(db: &DB) -> DbMemory {
+    let mut m = DbMemory::default();
+    for name in [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT] {
+        let Some(h) = db.cf_handle(name) else {
+            continue;
+        };
+        let prop = |p: &str| db.property_int_value_cf(h, p).ok().flatten().unwrap_or(0);
+        m.memtables += prop("rocksdb.size-all-mem-tables");
+        m.block_cache += prop("rocksdb.block-cache-usage");
+        m.table_readers += prop("rocksdb.estimate-table-readers-mem");
+    }
+    m
+}
+
 /// Reads and decodes a meta value.
 pub fn get_meta<T: DeserializeOwned>(db: &DB, key: &[u8]) -> Result<Option<T>, StorageError> {
     match db.get_cf(cf(db, CF_META)?, key).map_err(read_err)? {

@@ -75,6 +75,22 @@ fn info_has_the_fixed_sections_and_fields() {
         "Keyspace line for one key:\n{text}"
     );
 
+    // Memory: the resident set, and RocksDB's share of it (the SET above sits in a memtable).
+    let num = |f: &str| -> u64 {
+        info_field(&text, f)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("INFO field {f} missing or not a number:\n{text}"))
+    };
+    let rss = num("used_memory_rss");
+    let memtables = num("rocksdb_memtables");
+    assert!(rss > 0, "used_memory_rss {rss}");
+    assert!(
+        memtables > 0 && memtables < rss,
+        "rocksdb_memtables {memtables}, rss {rss}"
+    );
+    num("rocksdb_block_cache");
+    num("rocksdb_table_readers");
+
     let node = info_field(&text, "raft_node_id").expect("raft_node_id");
     assert!(node.parse::<u64>().is_ok(), "raft_node_id {node:?}");
     assert_eq!(

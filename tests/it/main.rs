@@ -10,6 +10,7 @@
 mod common;
 
 mod bad_input;
+mod bench;
 mod blpop;
 mod chaos;
 mod cluster;

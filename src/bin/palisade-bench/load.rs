@@ -46,7 +46,8 @@ pub fn batches(locks: u64, batch: usize, conns: usize, conn: usize) -> Vec<std::
         .collect()
 }
 
-/// Acquires `lk:0` .. `lk:<locks-1>` on `addr` with `ttl_ms` leases.
+/// Acquires `lk:0` .. `lk:<locks-1>` on `addr` with `ttl_ms` leases. RESP targets only: an
+/// etcd target gets Redis's commands (main refuses it before).
 pub async fn load(
     name: &str,
     kind: Kind,
@@ -73,7 +74,7 @@ pub async fn load(
                         Kind::Palisade => {
                             c.queue(&[b"LOCK", key.as_bytes(), b"loader", b"PX", ttl.as_bytes()])
                         }
-                        Kind::Redis => c.queue(&[
+                        Kind::Redis | Kind::Etcd => c.queue(&[
                             b"SET",
                             key.as_bytes(),
                             b"loader",

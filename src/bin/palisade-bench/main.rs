@@ -1,7 +1,8 @@
-//! `palisade-bench`: lock-cycle throughput and latency against any RESP target.
+//! `palisade-bench`: lock-cycle throughput and latency against Palisade, Redis and etcd.
 //!
 //! ```text
 //! palisade-bench --target palisade=palisade@127.0.0.1:6379 --target redis-always=redis@127.0.0.1:7000 \
+//!     --target etcd-3=etcd@127.0.0.1:2379 \
 //!     --clients 1,4,16,64 --duration 10 --rounds 3 --workload cycle [--json out.json] [--plot out.png]
 //! palisade-bench --workload load --locks 1000000 --target p=palisade@127.0.0.1:6379
 //! ```
@@ -9,10 +10,12 @@
 //! For each client count, it alternates the targets round by round (so that drift in the
 //! machine's state hits all alike), prints per-round figures, then one table of medians with
 //! ratios to the reference target at the same client count. `load` acquires N distinct
-//! long-lived locks with deep pipelining and prints locks/s.
+//! long-lived locks with deep pipelining and prints locks/s. etcd targets run the cycle and hot
+//! workloads only.
 
 mod chart;
 mod client;
+mod etcd;
 mod load;
 mod progress;
 mod report;
@@ -29,16 +32,17 @@ use serde::Serialize;
 
 use client::Client;
 use report::{RoundResult, Summary};
-use workload::{Kind, Worker, Workload, RELEASE};
+use workload::{Conn, Kind, Worker, Workload, RELEASE};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "palisade-bench",
     version,
-    about = "Lock-cycle benchmark for Palisade and Redis"
+    about = "Lock-cycle benchmark for Palisade, Redis and etcd"
 )]
 struct Args {
-    /// A target: NAME=KIND@HOST:PORT, KIND being palisade or redis. Repeat to compare.
+    /// A target: NAME=KIND@HOST:PORT, KIND being palisade, redis or etcd (etcd v3.4's client
+    /// port; cycle and hot workloads only). Repeat to compare.
     #[arg(long = "target", required_unless_present = "replot")]
     targets: Vec<String>,
     /// Concurrent clients (connections): one count or a list such as 1,4,16,64. Every target
@@ -51,7 +55,7 @@ struct Args {
     /// Rounds (targets alternate within each round).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// cycle, hot, read, pipeline, or load.
+    /// cycle, hot, read, pipeline, or load (etcd targets: cycle or hot).
     #[arg(long, default_value = "cycle")]
     workload: String,
     /// Cycles in flight per client for the pipeline workload.
@@ -96,6 +100,7 @@ fn kind_name<S: serde::Serializer>(k: &Kind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(match k {
         Kind::Palisade => "palisade",
         Kind::Redis => "redis",
+        Kind::Etcd => "etcd",
     })
 }
 
@@ -109,7 +114,8 @@ fn parse_target(s: &str) -> anyhow::Result<Target> {
     let kind = match kind {
         "palisade" => Kind::Palisade,
         "redis" => Kind::Redis,
-        other => bail!("unknown target kind {other:?} (palisade or redis)"),
+        "etcd" => Kind::Etcd,
+        other => bail!("unknown target kind {other:?} (palisade, redis or etcd)"),
     };
     Ok(Target {
         name: name.into(),
@@ -138,6 +144,8 @@ async fn run_round(
             other => bail!("SCRIPT LOAD failed: {other:?}"),
         }
     }
+    // An etcd client's lease must outlast the round, also when a slow target makes it overrun.
+    let lease_secs = args.duration + 60;
     let mut tasks = Vec::new();
     for id in 0..clients {
         let (addr, done, sha) = (t.addr.clone(), done.clone(), sha.clone());
@@ -150,7 +158,7 @@ async fn run_round(
         };
         tasks.push(tokio::spawn(async move {
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-            let mut c = Client::connect(&addr).await?;
+            let mut c = Conn::connect(worker.kind, &addr, lease_secs).await?;
             let (mut busy, mut errors) = (0u64, 0u64);
             while Instant::now() < deadline {
                 let start = Instant::now();
@@ -282,13 +290,18 @@ async fn main() -> anyhow::Result<()> {
         .map(|s| parse_target(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let clients = report::parse_clients(&args.clients).map_err(anyhow::Error::msg)?;
-    let workload = match args.workload.as_str() {
-        "cycle" => Workload::Cycle,
-        "hot" => Workload::Hot,
-        "read" => Workload::Read,
-        "pipeline" => Workload::Pipeline(args.depth.max(1)),
-        "load" => return run_load(&args, &targets, clients[0]).await,
-        other => bail!("unknown workload {other:?}"),
+    let etcd = targets.iter().find(|t| t.kind == Kind::Etcd);
+    let workload = match (args.workload.as_str(), etcd) {
+        ("cycle", _) => Workload::Cycle,
+        ("hot", _) => Workload::Hot,
+        (w @ ("read" | "pipeline" | "load"), Some(t)) => bail!(
+            "target {} is etcd, which runs the cycle and hot workloads only, not {w}",
+            t.name
+        ),
+        ("read", _) => Workload::Read,
+        ("pipeline", _) => Workload::Pipeline(args.depth.max(1)),
+        ("load", _) => return run_load(&args, &targets, clients[0]).await,
+        (other, _) => bail!("unknown workload {other:?}"),
     };
     let reference = &targets[reference(&targets, args.reference.as_deref())?].name;
     let mut results = Vec::new();

@@ -1,10 +1,12 @@
 //! The workloads: the lock cycle (own keys or 4 hot keys), a read-heavy mix and a pipelined
 //! cycle, each for Palisade (LOCK/FENCEDSET/UNLOCK) and for Redis (SET NX PX, SET, and an
-//! EVALSHA compare-and-delete release).
+//! EVALSHA compare-and-delete release); the two lock cycles also for etcd (see [`crate::etcd`]).
 
+use anyhow::bail;
 use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::client::{int, is_error, Client};
+use crate::etcd;
 
 /// Which protocol family a target speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +15,27 @@ pub enum Kind {
     Palisade,
     /// Plain Redis: SET NX PX + Lua release.
     Redis,
+    /// etcd v3.4 through its JSON gateway: txn on create_revision, put, txn on value.
+    Etcd,
+}
+
+/// A client's connection to its target.
+pub enum Conn {
+    /// RESP, for Palisade and Redis.
+    Resp(Client),
+    /// An HTTP session with a lease, for etcd.
+    Etcd(etcd::Session),
+}
+
+impl Conn {
+    /// Connects to a target of kind `kind` at `addr`. An etcd session grants itself a lease of
+    /// `lease_secs`, which must outlast the client.
+    pub async fn connect(kind: Kind, addr: &str, lease_secs: u64) -> anyhow::Result<Conn> {
+        Ok(match kind {
+            Kind::Palisade | Kind::Redis => Conn::Resp(Client::connect(addr).await?),
+            Kind::Etcd => Conn::Etcd(etcd::Session::start(addr, lease_secs).await?),
+        })
+    }
 }
 
 /// What each client does in a loop.
@@ -65,16 +88,24 @@ impl Worker {
         }
     }
 
-    /// Runs one step of the workload.
-    pub async fn step(&mut self, c: &mut Client) -> anyhow::Result<Step> {
+    /// Runs one step of the workload. etcd runs the cycle and hot workloads only.
+    pub async fn step(&mut self, c: &mut Conn) -> anyhow::Result<Step> {
         self.n += 1;
-        match self.workload {
-            Workload::Cycle | Workload::Hot => self.cycles(c, 1).await,
-            Workload::Pipeline(depth) => self.cycles(c, depth).await,
-            Workload::Read => self.read_mix(c).await,
+        match (c, self.workload) {
+            (Conn::Resp(c), Workload::Cycle | Workload::Hot) => self.cycles(c, 1).await,
+            (Conn::Resp(c), Workload::Pipeline(depth)) => self.cycles(c, depth).await,
+            (Conn::Resp(c), Workload::Read) => self.read_mix(c).await,
+            (Conn::Etcd(s), Workload::Cycle | Workload::Hot) => {
+                let owner = format!("owner-{}-{}", self.id, self.n);
+                s.cycle(&self.key(0), &owner).await
+            }
+            (Conn::Etcd(_), w) => {
+                bail!("etcd targets run the cycle and hot workloads only, not {w:?}")
+            }
         }
     }
 
+    /// The RESP lock cycles: Palisade's commands, or Redis's (etcd never comes here).
     async fn cycles(&mut self, c: &mut Client, depth: usize) -> anyhow::Result<Step> {
         let owner = format!("owner-{}-{}", self.id, self.n);
         let keys: Vec<String> = (0..depth as u64).map(|i| self.key(i * 7919)).collect();
@@ -85,7 +116,7 @@ impl Worker {
                 Kind::Palisade => {
                     c.queue(&[b"LOCK", k.as_bytes(), owner.as_bytes(), b"PX", b"10000"])
                 }
-                Kind::Redis => c.queue(&[
+                Kind::Redis | Kind::Etcd => c.queue(&[
                     b"SET",
                     k.as_bytes(),
                     owner.as_bytes(),
@@ -122,7 +153,7 @@ impl Worker {
                     b"value",
                     t.to_string().as_bytes(),
                 ]),
-                Kind::Redis => c.queue(&[b"SET", res.as_bytes(), b"value"]),
+                Kind::Redis | Kind::Etcd => c.queue(&[b"SET", res.as_bytes(), b"value"]),
             }
         }
         let writes = c.flush(held.len()).await?;
@@ -131,7 +162,7 @@ impl Worker {
         for (k, _) in &held {
             match self.kind {
                 Kind::Palisade => c.queue(&[b"UNLOCK", k.as_bytes(), owner.as_bytes()]),
-                Kind::Redis => c.queue(&[
+                Kind::Redis | Kind::Etcd => c.queue(&[
                     b"EVALSHA",
                     &self.release_sha,
                     b"1",
