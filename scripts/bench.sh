@@ -316,9 +316,21 @@ restart_timed() {
     wait_for 300 has_keys "$port" "$LOCKS" || die "node $n did not show $LOCKS keys within 300 s"
     t_keys="$(now_ms)"
     RESTART_PING=$((t_ping - t0)) RESTART_KEYS=$((t_keys - t0))
-    printf '%-8s node %s: kill -9, restart: PING after %s s, %s keys after %s s, then RSS %s MB\n' \
+    local rss_now
+    rss_now="$(rss_kb "$(node_pid "$n")")"
+    sleep 5
+    RESTART_RSS="$(rss_kb "$(node_pid "$n")")"
+    printf '%-8s node %s: kill -9, restart: PING after %s s, %s keys after %s s, then RSS %s MB, 5 s later %s MB (%s)\n' \
         "$role" "$n" "$(secs "$RESTART_PING")" "$LOCKS" "$(secs "$RESTART_KEYS")" \
-        "$(mb "$(rss_kb "$(node_pid "$n")")")"
+        "$(mb "$rss_now")" "$(mb "$RESTART_RSS")" "$(mem_detail "$port")"
+}
+
+# Where a node's memory is, from INFO memory: the keyspace and the rest of the server's heap
+# (used_memory), and RocksDB's memtables (allocated outside jemalloc).
+mem_detail() {
+    redis-cli -p "$1" INFO memory | tr -d '\r' | awk -F: '
+        $1 == "used_memory" { u = $2 } $1 == "rocksdb_memtables" { m = $2 }
+        END { printf "used_memory %d MB, RocksDB memtables %d MB", u / 1e6, m / 1e6 }'
 }
 
 verdict() { if [[ "$1" -eq 1 ]]; then echo "PASS"; else echo "FAIL"; fi; }
@@ -344,17 +356,20 @@ memory_run() {
     for n in 1 2 3; do
         rss="$(rss_kb "$(node_pid "$n")")"
         ((rss > max_rss)) && max_rss="$rss"
-        printf '  node %s (%-8s) RSS %5s MB, before loading %4s MB, %4s bytes per lock\n' "$n" \
+        printf '  node %s (%-8s) RSS %5s MB, before loading %4s MB, %4s bytes per lock (%s)\n' "$n" \
             "$([[ "$n" == "$leader" ]] && echo leader || echo follower)" "$(mb "$rss")" \
-            "$(mb "${base[n - 1]}")" "$(((rss - base[n - 1]) * 1024 / LOCKS))"
+            "$(mb "${base[n - 1]}")" "$(((rss - base[n - 1]) * 1024 / LOCKS))" \
+            "$(mem_detail "$(node_port "$n")")"
     done
     echo
     follower=$((leader % 3 + 1))
     restart_timed "$follower" follower
     worst="$RESTART_KEYS"
+    ((RESTART_RSS > max_rss)) && max_rss="$RESTART_RSS"
     wait_for 30 is_leader "$leader_port" || true
     restart_timed "$leader" leader
     ((RESTART_KEYS > worst)) && worst="$RESTART_KEYS"
+    ((RESTART_RSS > max_rss)) && max_rss="$RESTART_RSS"
 
     log "the same $LOCKS locks in Redis, for comparison"
     start_redis redis-mem "$ALWAYS_PORT" everysec >&2
@@ -365,7 +380,7 @@ memory_run() {
 
     echo
     printf 'targets (issue 7: at 1,000,000 locks, RSS <= 250 MB per node, restart <= 10 s):\n'
-    printf '  largest RSS %s MB%s: %s\n' "$(mb "$max_rss")" \
+    printf '  largest RSS (loaded, or 5 s after a restart) %s MB%s: %s\n' "$(mb "$max_rss")" \
         "$([[ "$LOCKS" -ne 1000000 ]] && echo " at $LOCKS locks (the target is for 1,000,000)")" \
         "$(verdict $((max_rss * 1024 <= 250000000)))"
     printf '  slowest restart to the full keyspace %s s: %s\n' "$(secs "$worst")" "$(verdict $((worst <= 10000)))"
