@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use super::clock::ClusterClock;
 use crate::resp::Reply;
 
-/// Redis's reply for an operation on a key of another type.
 /// A tree is rebuilt once it has grown by a quarter, and by at least this many keys, since
 /// its last rebuild (see [`compact_if_grown`]).
 const COMPACT_MIN_GROWTH: usize = 65_536;
 
+/// Redis's reply for an operation on a key of another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// A Redis hash. Fields keep insertion order (an update keeps the field's place, a delete
@@ -69,20 +69,6 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// A copy that shares no buffer with `self` (a string value is copied, not cloned).
-    pub fn detached(&self) -> Entry {
-        let value = match &self.value {
-            Value::Str(v) => Value::Str(Bytes::copy_from_slice(v)),
-            other => other.clone(),
-        };
-        Entry {
-            value,
-            expire_at: self.expire_at,
-            token: self.token,
-            modified: self.modified,
-        }
-    }
-
     /// True if the entry is still visible at cluster time `now`.
     pub fn live(&self, now: u64) -> bool {
         self.expire_at.is_none_or(|at| at > now)
@@ -97,11 +83,12 @@ impl Entry {
     }
 }
 
-/// Changes since the last [`Keyspace::take_changes`], to be written in one WriteBatch.
+/// Changes since the last [`Keyspace::take_changes`], to be written in one WriteBatch; `R` is
+/// the record the caller made of each written entry (the store encodes it).
 #[derive(Debug, Default)]
-pub struct Changes {
+pub struct Changes<R> {
     /// Keys to write (`Some`) or delete (`None`).
-    pub entries: Vec<(Bytes, Option<Entry>)>,
+    pub entries: Vec<(Bytes, Option<R>)>,
     /// Fences to write.
     pub fences: Vec<(Bytes, u64)>,
     /// Cached scripts to write (`Some` body) or delete (`None`), by SHA1 hex.
@@ -328,13 +315,18 @@ impl Keyspace {
         if let Value::Str(v) = &mut entry.value {
             *v = Bytes::copy_from_slice(v);
         }
-        let stored = Bytes::copy_from_slice(&key);
-        self.dirty.insert(key);
-        if let Some(old) = self.entries.insert(stored, entry) {
-            self.volatile -= usize::from(old.expire_at.is_some());
-        } else {
-            compact_if_grown(&mut self.entries, &mut self.compact_entries_at);
+        match self.entries.get_mut(&key) {
+            // A key already stored keeps its stored copy.
+            Some(slot) => {
+                self.volatile -= usize::from(slot.expire_at.is_some());
+                *slot = entry;
+            }
+            None => {
+                self.entries.insert(Bytes::copy_from_slice(&key), entry);
+                compact_if_grown(&mut self.entries, &mut self.compact_entries_at);
+            }
         }
+        self.dirty.insert(key);
         self.volatile += usize::from(volatile);
     }
 
@@ -453,12 +445,12 @@ impl Keyspace {
     }
 
     /// Takes the keys and fences changed since the last call.
-    pub fn take_changes(&mut self) -> Changes {
+    pub fn take_changes<R>(&mut self, mut record: impl FnMut(&Entry) -> R) -> Changes<R> {
         let (scripts, script_budget) = self.scripts.take_changes();
+        // `record` sees the stored entry in place: a clone of its value would give the stored
+        // buffer a shared header for life (see `raw_insert`).
         let entries = std::mem::take(&mut self.dirty).into_iter().map(|k| {
-            // A copy, not a clone: cloning the stored value would give it a shared header
-            // for life (see `raw_insert`).
-            let e = self.entries.get(&k).map(Entry::detached);
+            let e = self.entries.get(&k).map(&mut record);
             (k, e)
         });
         let fences = std::mem::take(&mut self.dirty_fences).into_iter().map(|k| {
@@ -608,7 +600,6 @@ mod tests {
         // The first mark is set at the first insert, then each rebuild moves it on by a
         // quarter of the tree plus the minimum growth.
         assert!(ks.compact_entries_at > n, "mark {}", ks.compact_entries_at);
-        assert!(ks.compact_entries_at > 1 + COMPACT_MIN_GROWTH + 1);
         assert_eq!(ks.entries().len(), n);
         assert_eq!(ks.fences().len(), n);
         for (i, (k, e)) in ks.entries().iter().enumerate() {
@@ -617,26 +608,33 @@ mod tests {
         }
         assert_eq!(ks.fence(format!("res:{:08}", n - 1).as_bytes()), n as u64);
         assert_eq!(ks.volatile, n / 2);
-        let mut marks = (0, 0);
-        compact_if_grown(&mut BTreeMap::<Bytes, u64>::new(), &mut marks.0);
-        assert_eq!(marks.0, COMPACT_MIN_GROWTH, "an empty tree's first mark");
+        let mut mark = 0;
+        compact_if_grown(&mut BTreeMap::<Bytes, u64>::new(), &mut mark);
+        assert_eq!(mark, COMPACT_MIN_GROWTH, "an empty tree's first mark");
         let mut small: BTreeMap<Bytes, u64> = (0..10u64).map(|i| (b(&i.to_string()), i)).collect();
-        marks.1 = 10;
-        compact_if_grown(&mut small, &mut marks.1);
-        assert_eq!(marks.1, 10 + 2 + COMPACT_MIN_GROWTH);
+        let mut mark = 10;
+        compact_if_grown(&mut small, &mut mark);
+        assert_eq!(mark, 10 + 2 + COMPACT_MIN_GROWTH);
         assert_eq!(small.len(), 10);
     }
 
     /// The tree holds private, exact copies: a stored key or value that shared a buffer with
-    /// the command that wrote it, or with the copy handed to the store, would carry a 32-byte
-    /// shared header for life (about 64 bytes per lock; docs/performance.md).
+    /// the command that wrote it would carry a 32-byte shared header for life (about 64 bytes
+    /// per lock; docs/performance.md). The store records a change from the stored entry in
+    /// place, without a clone; an overwrite keeps the stored key.
     #[test]
     fn stored_keys_and_values_share_no_buffer_with_their_writers() {
+        fn value_ptr(e: &Entry) -> *const u8 {
+            match &e.value {
+                Value::Str(v) => v.as_ptr(),
+                _ => std::ptr::null(),
+            }
+        }
         let mut ks = Keyspace::default();
         let (key, owner, res) = (b("lock:1"), b("owner-1"), b("res:1"));
         ks.set_str(key.clone(), owner.clone(), Some(1000), 1, 0);
         ks.raise_fence(&res, 1);
-        let changes = ks.take_changes();
+        let changes = ks.take_changes(value_ptr);
         let (k, e) = ks.entries().iter().next().expect("one entry");
         let Value::Str(v) = &e.value else {
             panic!("a string")
@@ -648,22 +646,29 @@ mod tests {
             owner.as_ptr(),
             "value shares the command's buffer"
         );
-        let (ck, ce) = &changes.entries[0];
-        let Some(Entry {
-            value: Value::Str(cv),
-            ..
-        }) = ce
-        else {
-            panic!("a written string")
-        };
-        assert_eq!((ck, cv), (&key, &owner));
-        assert_ne!(cv.as_ptr(), v.as_ptr(), "value shares the store's copy");
+        assert_eq!(
+            changes.entries,
+            vec![(key.clone(), Some(v.as_ptr()))],
+            "the store's record was not made from the stored entry in place"
+        );
         let (fk, _) = ks.fences().iter().next().expect("one fence");
         assert_ne!(
             fk.as_ptr(),
             res.as_ptr(),
             "fence key shares the command's buffer"
         );
+
+        // An overwrite replaces the entry and keeps the stored key.
+        let stored_key = k.as_ptr();
+        ks.set_str(key.clone(), b("owner-2"), None, 2, 0);
+        let (k, e) = ks.entries().iter().next().expect("one entry");
+        assert_eq!(
+            k.as_ptr(),
+            stored_key,
+            "the overwrite replaced the stored key"
+        );
+        assert_eq!(e.value, Value::Str(b("owner-2")));
+        assert_eq!(ks.volatile, 0, "the deadline went with the old entry");
     }
 
     #[test]
@@ -728,7 +733,7 @@ mod tests {
         ks.raise_fence(&b("r"), 33);
         ks.remove(b"r", 0);
         assert_eq!(ks.fence(b"r"), 34);
-        let ch = ks.take_changes();
+        let ch = ks.take_changes(Entry::clone);
         assert_eq!(ch.fences, vec![(b("r"), 34)]);
         assert_eq!(ch.entries, vec![(b("r"), None)]);
     }

@@ -240,8 +240,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = super::super::schema::open_db(dir.path()).unwrap();
         let kv = cf(&db, CF_KV).unwrap();
-        for (k, e) in ks.take_changes().entries {
-            db.put_cf(kv, &k, enc(&e.unwrap()).unwrap()).unwrap();
+        for (k, e) in ks.take_changes(enc::<Entry>).entries {
+            db.put_cf(kv, &k, e.unwrap().unwrap()).unwrap();
         }
         let mut h = header();
         h.scripts = ks.scripts().clone();

@@ -134,7 +134,7 @@ impl StateMachine {
 
     /// Writes the keyspace changes and the applied metadata in one WriteBatch.
     fn persist(&self, st: &mut SmState) -> Result<(), StorageError> {
-        let changes = st.ks.take_changes();
+        let changes = st.ks.take_changes(enc::<crate::state::Entry>);
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
             cf(&self.db, CF_FENCE)?,
@@ -143,7 +143,7 @@ impl StateMachine {
         let mut wb = WriteBatch::default();
         for (k, e) in changes.entries {
             match e {
-                Some(e) => wb.put_cf(kv, &k, enc(&e)?),
+                Some(record) => wb.put_cf(kv, &k, record?),
                 None => wb.delete_cf(kv, &k),
             }
         }
