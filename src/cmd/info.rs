@@ -43,6 +43,10 @@ pub struct InfoData {
     pub batches_proposed: u64,
     /// Commands inside those batches.
     pub batched_commands: u64,
+    /// Log syncs, the appends they completed, and the entries those held (this node's log).
+    pub log_syncs: (u64, u64, u64),
+    /// Client entries (batches) this node's state machine applied, and their commands.
+    pub applied: (u64, u64),
     /// Live keys.
     pub keys: usize,
     /// Keys with a TTL.
@@ -184,6 +188,11 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
             ("expired_keys", d.expired_keys.to_string()),
             ("raft_batches_proposed", d.batches_proposed.to_string()),
             ("raft_batched_commands", d.batched_commands.to_string()),
+            ("raft_log_syncs", d.log_syncs.0.to_string()),
+            ("raft_log_appends_synced", d.log_syncs.1.to_string()),
+            ("raft_log_entries_synced", d.log_syncs.2.to_string()),
+            ("raft_applied_entries", d.applied.0.to_string()),
+            ("raft_applied_commands", d.applied.1.to_string()),
         ],
     );
     section(

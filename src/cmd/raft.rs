@@ -1,7 +1,7 @@
 //! Cluster administration under the `RAFT.` prefix (never a Redis command name):
 //! `RAFT.INFO`, `RAFT.NODE ADD id host:peerport`, `RAFT.NODE REMOVE id`,
 //! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`,
-//! `RAFT.FAULT DELAY ms`.
+//! `RAFT.FAULT DELAY ms`, `RAFT.FAULT SYNCDELAY ms`.
 
 use bytes::Bytes;
 
@@ -32,6 +32,8 @@ pub enum AdminCmd {
     Fault(Vec<u64>),
     /// Delay this node's outbound peer RPCs by this many ms (0 heals).
     FaultDelay(u64),
+    /// Delay each of this node's Raft log syncs by this many ms (0 heals).
+    FaultSyncDelay(u64),
 }
 
 impl AdminCmd {
@@ -80,8 +82,9 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 AdminCmd::Fault(ids)
             }
             "HEAL" => AdminCmd::Fault(Vec::new()),
-            "DELAY" => match args.next_i64()? {
-                ms if ms >= 0 => AdminCmd::FaultDelay(ms as u64),
+            word @ ("DELAY" | "SYNCDELAY") => match args.next_i64()? {
+                ms if ms >= 0 && word == "DELAY" => AdminCmd::FaultDelay(ms as u64),
+                ms if ms >= 0 => AdminCmd::FaultSyncDelay(ms as u64),
                 _ => return Err(Reply::err("ERR delay must be a non-negative integer")),
             },
             _ => return Err(syntax_error()),

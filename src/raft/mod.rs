@@ -1,13 +1,16 @@
 //! Raft glue: the openraft type configuration, the peer network and node start-up.
+//!
+//! openraft is pinned to an exact alpha (`=0.10.0-alpha.37`): see docs/architecture.md for
+//! why, and for how to move the pin.
 
 pub mod network;
 pub mod node;
+pub mod pipeline;
 pub mod protocol;
 pub mod service;
 
-use std::io::Cursor;
+use std::fmt;
 
-use openraft::{BasicNode, TokioRuntime};
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::Command;
@@ -25,29 +28,51 @@ pub struct Batch {
     pub cmds: Vec<Command>,
 }
 
+/// openraft logs entries with `Display`; a batch shows its size and stamp, not its contents.
+impl fmt::Display for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "batch(cmds={}, ts={})", self.cmds.len(), self.ts)
+    }
+}
+
 /// The replies of one batch, in command order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchReply(pub Vec<Reply>);
 
 openraft::declare_raft_types!(
-    /// Palisade's openraft type configuration.
+    /// Palisade's openraft type configuration. Everything not named here is openraft's
+    /// default: `u64` terms, the "advanced" leader id (term, node id), `openraft::Entry`,
+    /// tokio.
     pub TypeConfig:
         D = Batch,
         R = BatchReply,
         NodeId = u64,
-        Node = BasicNode,
-        Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = TokioRuntime,
+        Node = openraft::BasicNode,
 );
 
 /// The Raft handle.
-pub type Raft = openraft::Raft<TypeConfig>;
+pub type Raft = openraft::Raft<TypeConfig, crate::store::StateMachine>;
 /// Node id.
 pub type NodeId = u64;
-/// A storage error.
-pub type StorageError = openraft::StorageError<NodeId>;
+/// A node's address record in the membership.
+pub type Node = openraft::BasicNode;
 /// A log entry.
-pub type Entry = openraft::Entry<TypeConfig>;
+pub type Entry = openraft::alias::EntryOf<TypeConfig>;
 /// A log id.
-pub type LogId = openraft::LogId<NodeId>;
+pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
+/// A vote.
+pub type Vote = openraft::alias::VoteOf<TypeConfig>;
+/// The membership as of a log id.
+pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
+/// A snapshot's metadata.
+pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
+
+/// A log id from a term, the leader's node id and an index.
+pub fn log_id(term: u64, node_id: NodeId, index: u64) -> LogId {
+    openraft::LogId::new(
+        openraft::impls::leader_id_adv::LeaderId { term, node_id },
+        index,
+    )
+}
+/// A snapshot: its metadata and the encoded image (see `store::snapshot`).
+pub type Snapshot = openraft::alias::SnapshotOf<TypeConfig, Vec<u8>>;

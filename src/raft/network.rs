@@ -5,25 +5,30 @@
 //! directions, which is how the partition tests isolate a single node.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use bytes::Bytes;
+use futures::Stream;
+use openraft::base::{BoxFuture, BoxStream};
+use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest,
+    VoteResponse,
 };
-use openraft::BasicNode;
+use openraft::{OptionalSend, RaftNetworkV2};
 
-use super::protocol::{Envelope, PeerConn, PeerError, PeerRequest, PeerResponse};
-use super::{NodeId, TypeConfig};
+use super::protocol::{Envelope, PeerConn, PeerError, PeerRequest, PeerResponse, PROTOCOL_VERSION};
+use super::{Node, NodeId, Snapshot, TypeConfig, Vote};
 
 /// How long a connection attempt to a peer may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Snapshot images travel in pieces of at most this size.
+pub const SNAPSHOT_CHUNK: usize = 4 << 20;
 
 /// Peers this node must pretend it cannot reach (test-only fault injection).
 #[derive(Debug, Default)]
@@ -83,6 +88,7 @@ impl PeerContext {
     /// Builds an envelope from this node to `target`.
     pub fn envelope(&self, target: NodeId, body: PeerRequest) -> Envelope {
         Envelope {
+            proto: PROTOCOL_VERSION,
             cluster_id: self.cluster_id.load(Ordering::Relaxed),
             from: self.node_id,
             target,
@@ -100,24 +106,40 @@ pub struct PeerNetwork {
 
 /// A client for one peer.
 pub struct PeerClient {
-    target: NodeId,
-    addr: String,
-    ctx: Arc<PeerContext>,
+    pub(super) target: NodeId,
+    pub(super) addr: String,
+    pub(super) ctx: Arc<PeerContext>,
     conn: Option<PeerConn>,
 }
 
-type RpcErr<E> = RPCError<NodeId, BasicNode, E>;
+/// An outbound RPC error.
+pub(super) type RpcErr = RPCError<TypeConfig>;
+
+pub(super) fn unreachable(e: &PeerError) -> RpcErr {
+    RPCError::Unreachable(Unreachable::new(e))
+}
+
+pub(super) fn network_err(e: &PeerError) -> RpcErr {
+    RPCError::Network(NetworkError::new(e))
+}
+
+/// A Raft error the peer reported (it is shutting down): back off as from an unreachable peer.
+pub(super) fn remote_failed(why: String) -> RpcErr {
+    unreachable(&PeerError::Io(format!("peer failed: {why}")))
+}
 
 impl PeerClient {
-    async fn call<E: std::error::Error>(
-        &mut self,
-        body: PeerRequest,
-        ttl: Duration,
-    ) -> Result<PeerResponse, RpcErr<E>> {
-        if self.ctx.faults.is_dropped(self.target) {
-            return Err(RPCError::Unreachable(Unreachable::new(&PeerError::Io(
-                format!("fault injection: link to node {} cut", self.target),
-            ))));
+    /// The link to the target is cut by fault injection.
+    pub(super) fn cut(&self) -> Option<PeerError> {
+        self.ctx
+            .faults
+            .is_dropped(self.target)
+            .then(|| PeerError::Io(format!("fault injection: link to node {} cut", self.target)))
+    }
+
+    async fn call(&mut self, body: PeerRequest, ttl: Duration) -> Result<PeerResponse, RpcErr> {
+        if let Some(e) = self.cut() {
+            return Err(unreachable(&e));
         }
         let delay = self.ctx.faults.delay_ms();
         if delay > 0 {
@@ -131,7 +153,7 @@ impl PeerClient {
             Some(c) if !c.is_closed() => c,
             _ => PeerConn::connect(&self.addr, CONNECT_TIMEOUT.min(ttl))
                 .await
-                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
+                .map_err(|e| unreachable(&e))?,
         };
         let env = self.ctx.envelope(self.target, body);
         match conn.call(&env, ttl).await {
@@ -140,21 +162,64 @@ impl PeerClient {
                 Ok(resp)
             }
             // The stream's state is unknown after an error; the next call connects afresh.
-            Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
+            Err(e) => Err(network_err(&e)),
         }
     }
 
-    fn unexpected<E: std::error::Error>(&self) -> RpcErr<E> {
-        RPCError::Network(NetworkError::new(&PeerError::Io(
-            "unexpected response type".into(),
-        )))
+    fn unexpected(&self) -> RpcErr {
+        network_err(&PeerError::Io("unexpected response type".into()))
+    }
+
+    async fn vote_call(
+        &mut self,
+        body: PeerRequest,
+        ttl: Duration,
+    ) -> Result<VoteResponse<TypeConfig>, RpcErr> {
+        match self.call(body, ttl).await? {
+            PeerResponse::Vote(Ok(r)) => Ok(r),
+            PeerResponse::Vote(Err(why)) => Err(remote_failed(why)),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    /// Sends a whole snapshot image in pieces on one connection, then asks for the install.
+    async fn send_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        ttl: Duration,
+        chunk: usize,
+    ) -> Result<SnapshotResponse<TypeConfig>, RpcErr> {
+        let data = Bytes::from(snapshot.snapshot);
+        let mut offset = 0;
+        while offset < data.len() {
+            let end = (offset + chunk).min(data.len());
+            let body = PeerRequest::SnapshotChunk {
+                offset: offset as u64,
+                data: data.slice(offset..end),
+            };
+            match self.call(body, ttl).await? {
+                PeerResponse::SnapshotChunk => offset = end,
+                _ => return Err(self.unexpected()),
+            }
+        }
+        let done = PeerRequest::SnapshotDone {
+            vote,
+            meta: snapshot.meta,
+            len: data.len() as u64,
+        };
+        match self.call(done, ttl).await? {
+            PeerResponse::Snapshot(Ok(r)) => Ok(r),
+            PeerResponse::Snapshot(Err(why)) => Err(remote_failed(why)),
+            _ => Err(self.unexpected()),
+        }
     }
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     type Network = PeerClient;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> Self::Network {
         PeerClient {
             target,
             addr: node.addr.clone(),
@@ -164,53 +229,76 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     }
 }
 
-impl RaftNetwork<TypeConfig> for PeerClient {
+impl RaftNetworkV2<TypeConfig> for PeerClient {
+    type SnapshotData = Vec<u8>;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RpcErr<RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RpcErr> {
         match self
-            .call(PeerRequest::Append(rpc), option.hard_ttl())
+            .call(PeerRequest::Append(rpc), option.soft_ttl())
             .await?
         {
             PeerResponse::Append(Ok(r)) => Ok(r),
-            PeerResponse::Append(Err(e)) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
-            }
+            PeerResponse::Append(Err(why)) => Err(remote_failed(why)),
             _ => Err(self.unexpected()),
         }
     }
 
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RpcErr<RaftError<NodeId, InstallSnapshotError>>>
+    ) -> BoxFuture<'s, Result<BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RpcErr>>, RpcErr>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
     {
-        match self
-            .call(PeerRequest::Snapshot(rpc), option.hard_ttl())
-            .await?
-        {
-            PeerResponse::Snapshot(Ok(r)) => Ok(r),
-            PeerResponse::Snapshot(Err(e)) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
-            }
-            _ => Err(self.unexpected()),
-        }
+        Box::pin(async move {
+            let stream = super::pipeline::open(self, input, option.soft_ttl()).await?;
+            Ok(Box::pin(stream) as BoxStream<'s, _>)
+        })
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RpcErr<RaftError<NodeId>>> {
-        match self.call(PeerRequest::Vote(rpc), option.hard_ttl()).await? {
-            PeerResponse::Vote(Ok(r)) => Ok(r),
-            PeerResponse::Vote(Err(e)) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
-            }
-            _ => Err(self.unexpected()),
+    ) -> Result<VoteResponse<TypeConfig>, RpcErr> {
+        self.vote_call(PeerRequest::Vote(rpc), option.soft_ttl())
+            .await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RpcErr> {
+        self.vote_call(PeerRequest::PreVote(rpc), option.soft_ttl())
+            .await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let chunk = option
+            .snapshot_chunk_size()
+            .unwrap_or(SNAPSHOT_CHUNK)
+            .clamp(64 << 10, SNAPSHOT_CHUNK);
+        let send = self.send_snapshot(vote, snapshot, option.hard_ttl(), chunk);
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            res = send => res.map_err(|e| match e {
+                RPCError::Timeout(t) => StreamingError::Timeout(t),
+                RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+                RPCError::Network(n) => StreamingError::Network(n),
+                RPCError::RemoteError(r) => StreamingError::Network(NetworkError::new(&r)),
+            }),
         }
     }
 }
@@ -219,9 +307,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 mod tests {
     use std::sync::atomic::AtomicBool;
 
-    use bytes::Bytes;
     use futures::{SinkExt, StreamExt};
-    use openraft::Vote;
     use tokio::net::TcpListener;
     use tokio_util::codec::Framed;
 
@@ -245,11 +331,9 @@ mod tests {
                             tokio::time::sleep(late).await;
                         }
                         let resp = match env.body {
-                            PeerRequest::Vote(v) => PeerResponse::Vote(Ok(VoteResponse {
-                                vote: v.vote,
-                                vote_granted: false,
-                                last_log_id: None,
-                            })),
+                            PeerRequest::Vote(v) => {
+                                PeerResponse::Vote(Ok(VoteResponse::new(v.vote, None, false)))
+                            }
                             PeerRequest::Append(_) => {
                                 PeerResponse::Append(Ok(AppendEntriesResponse::Success))
                             }
@@ -282,10 +366,7 @@ mod tests {
         let option = || RPCOption::new(Duration::from_secs(2));
 
         // openraft wraps each RPC in its own timeout and drops the future when it fires.
-        let vote = VoteRequest {
-            vote: Vote::new(1, 1),
-            last_log_id: None,
-        };
+        let vote = VoteRequest::new(Vote::new(1, 1), None);
         let gave_up =
             tokio::time::timeout(Duration::from_millis(50), client.vote(vote, option())).await;
         assert!(gave_up.is_err(), "the first answer should come too late");

@@ -15,6 +15,7 @@ use rocksdb::DB;
 
 use super::network::{Faults, PeerContext, PeerNetwork};
 use super::{NodeId, Raft};
+use crate::store::log::SyncStats;
 use crate::store::{self, schema, SmState};
 
 /// Settings the node needs from the server configuration.
@@ -34,6 +35,9 @@ pub struct NodeSettings {
     pub join: bool,
     /// Test-only: unsynced writes stay in process memory (a kill -9 loses them).
     pub lose_unsynced_writes: bool,
+    /// openraft's `broadcast_submitted_on_append` (replicate as soon as an append is
+    /// submitted, before the next message is drained); off by default, a benchmark switch.
+    pub broadcast_submitted: bool,
 }
 
 /// A started node.
@@ -46,6 +50,8 @@ pub struct Node {
     pub db: Arc<DB>,
     /// Identity and fault switches shared with the peer transport.
     pub ctx: Arc<PeerContext>,
+    /// The log's sync counters (INFO) and its test-only delay switch.
+    pub sync: Arc<SyncStats>,
 }
 
 /// FNV-1a: a stable hash, so every node derives the same cluster id from the same list.
@@ -79,6 +85,14 @@ fn raft_config(settings: &NodeSettings) -> anyhow::Result<Arc<Config>> {
         snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
         // Entries kept behind a snapshot, for followers that are only slightly behind.
         max_in_snapshot_log_to_keep: settings.snapshot_every.min(1000),
+        // A restarted leader must win an election again. Restoring leadership from disk
+        // would trust a state machine that is persisted without a sync, and a `committed`
+        // that is saved without one (openraft's docs name exactly this combination).
+        enable_leader_restore: Some(false),
+        // A node that was cut off asks whether it could win before it raises its term, so
+        // rejoining does not depose a healthy leader.
+        enable_pre_vote: Some(true),
+        broadcast_submitted_on_append: Some(settings.broadcast_submitted),
         ..Default::default()
     };
     Ok(Arc::new(config.validate().context("raft config")?))
@@ -95,6 +109,7 @@ pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
     )
     .with_context(|| format!("opening store in {}", settings.dir.display()))?;
     let db = log.db().clone();
+    let sync = log.sync_stats();
     let state = sm.shared();
     let stored = schema::cluster_id(&db)?;
     let ctx = Arc::new(PeerContext {
@@ -146,5 +161,6 @@ pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
         state,
         db,
         ctx,
+        sync,
     })
 }

@@ -7,25 +7,31 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest,
+    VoteResponse,
 };
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-use super::{NodeId, TypeConfig};
+use super::{NodeId, SnapshotMeta, TypeConfig, Vote};
 use crate::cmd::Command;
 use crate::resp::Reply;
 
 /// Largest peer frame (a snapshot chunk is at most a few MiB).
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
+/// The peer protocol this build speaks. Version 1 was the openraft 0.9 protocol; nodes of
+/// different versions never form one cluster, and a frame of another version is refused
+/// with a message that names both.
+pub const PROTOCOL_VERSION: u32 = 2;
+
 /// One request from a peer.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope {
+    /// [`PROTOCOL_VERSION`] of the sender.
+    pub proto: u32,
     /// The sender's cluster id.
     pub cluster_id: u64,
     /// The sender's node id.
@@ -39,12 +45,33 @@ pub struct Envelope {
 /// Requests between nodes.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerRequest {
-    /// Raft AppendEntries.
+    /// Raft AppendEntries (one request, one answer).
     Append(AppendEntriesRequest<TypeConfig>),
     /// Raft RequestVote.
-    Vote(VoteRequest<NodeId>),
-    /// Raft InstallSnapshot (one chunk).
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Vote(VoteRequest<TypeConfig>),
+    /// Raft Pre-Vote: would the receiver grant this vote? Changes nothing on the receiver.
+    PreVote(VoteRequest<TypeConfig>),
+    /// Turns this connection into a pipelined append stream: after the answer
+    /// ([`PeerResponse::StreamOpened`]), every frame the sender sends is an `Append`, and the
+    /// receiver answers each with a [`PeerResponse::StreamItem`], in order, without waiting
+    /// for the sender.
+    OpenStream,
+    /// A piece of a snapshot image, at `offset` (0 starts a new image on this connection).
+    SnapshotChunk {
+        /// Where this piece starts in the image.
+        offset: u64,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// The image sent on this connection is complete: install it.
+    SnapshotDone {
+        /// The sender's (the leader's) vote.
+        vote: Vote,
+        /// What the image holds.
+        meta: SnapshotMeta,
+        /// The image's length, checked against what arrived.
+        len: u64,
+    },
     /// Client commands forwarded from a follower to the leader.
     Forward {
         /// True for writes (proposed), false for linearizable reads.
@@ -56,15 +83,22 @@ pub enum PeerRequest {
     Admin(Vec<Bytes>),
 }
 
-/// Responses between nodes.
+/// Responses between nodes. Raft errors travel as text: the only ones a receiver returns
+/// are fatal (it is shutting down), and the sender treats them as an unreachable peer.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerResponse {
     /// AppendEntries result.
-    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
-    /// Vote result.
-    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
-    /// InstallSnapshot result.
-    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Append(Result<AppendEntriesResponse<TypeConfig>, String>),
+    /// Vote or Pre-Vote result.
+    Vote(Result<VoteResponse<TypeConfig>, String>),
+    /// The connection is now an append stream.
+    StreamOpened,
+    /// The result of one append on a stream, in request order.
+    StreamItem(Result<StreamAppendResult<TypeConfig>, String>),
+    /// A snapshot piece was stored.
+    SnapshotChunk,
+    /// The snapshot install result.
+    Snapshot(Result<SnapshotResponse<TypeConfig>, String>),
     /// Replies to forwarded commands, in order.
     Forward(Vec<Reply>),
     /// Reply to a forwarded admin command.
@@ -92,9 +126,12 @@ pub enum PeerError {
     Rejected(String),
 }
 
+/// The framed peer stream.
+pub type PeerFramed = Framed<TcpStream, LengthDelimitedCodec>;
+
 /// A persistent connection to one peer; one request at a time.
 pub struct PeerConn {
-    framed: Framed<TcpStream, LengthDelimitedCodec>,
+    framed: PeerFramed,
 }
 
 /// The frame codec both sides use.
@@ -119,6 +156,11 @@ impl PeerConn {
         Ok(PeerConn {
             framed: Framed::new(stream, codec()),
         })
+    }
+
+    /// The framed stream, for a connection that leaves request-response (an append stream).
+    pub fn into_framed(self) -> PeerFramed {
+        self.framed
     }
 
     /// True if the peer has closed this (idle) connection: reusing it would turn a dead

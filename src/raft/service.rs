@@ -15,8 +15,8 @@ use tokio_util::codec::Framed;
 use tracing::Instrument;
 
 use super::network::PeerContext;
-use super::protocol::{codec, Envelope, PeerRequest, PeerResponse};
-use super::Raft;
+use super::protocol::{codec, Envelope, PeerFramed, PeerRequest, PeerResponse, PROTOCOL_VERSION};
+use super::{Raft, Snapshot};
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::store::schema;
@@ -72,43 +72,104 @@ impl Service {
 
     async fn serve_conn(self, stream: TcpStream, mut stop: watch::Receiver<bool>) {
         let mut framed = Framed::new(stream, codec());
+        // A snapshot image being received on this connection.
+        let mut image: Vec<u8> = Vec::new();
         loop {
             let frame = tokio::select! {
                 f = framed.next() => f,
                 _ = stop.changed() => return,
             };
-            let Some(Ok(frame)) = frame else { return };
-            let env: Envelope = match postcard::from_bytes(&frame) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!(error = %e, "undecodable peer frame; closing");
-                    return;
-                }
-            };
-            if self.ctx.faults.is_dropped(env.from) {
-                // Simulate a cut link: the request vanishes and the connection dies.
+            let Some(env) = self.receive(frame) else {
                 return;
-            }
+            };
             let resp = match self.check(&env) {
                 Err(why) => PeerResponse::Rejected(why),
-                Ok(()) => self.dispatch(env.body).await,
+                Ok(()) => match env.body {
+                    PeerRequest::OpenStream => {
+                        if send(&mut framed, &PeerResponse::StreamOpened).await {
+                            self.serve_stream(framed, stop).await;
+                        }
+                        return;
+                    }
+                    body => self.dispatch(body, &mut image).await,
+                },
             };
-            let bytes = match postcard::to_allocvec(&resp) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot encode peer response");
-                    return;
-                }
-            };
-            if framed.send(Bytes::from(bytes)).await.is_err() {
+            if !send(&mut framed, &resp).await {
                 return;
             }
         }
     }
 
-    /// Checks the target node id and the cluster id; a joining node learns the cluster id
-    /// from its first Raft contact.
+    /// Decodes a received frame; `None` ends the connection (closed, undecodable, or cut by
+    /// fault injection, which makes the request vanish as on a cut link).
+    fn receive(&self, frame: Option<Result<bytes::BytesMut, std::io::Error>>) -> Option<Envelope> {
+        let frame = frame?.ok()?;
+        let env: Envelope = match postcard::from_bytes(&frame) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable peer frame (a node of another version?); closing");
+                return None;
+            }
+        };
+        (!self.ctx.faults.is_dropped(env.from)).then_some(env)
+    }
+
+    /// An append stream: requests go to Raft as they arrive, answers come back in order as
+    /// Raft gives them (each once the entries are synced). Ends with the connection, or when
+    /// Raft ends the stream (a conflict, a higher vote, shutdown).
+    async fn serve_stream(&self, framed: PeerFramed, mut stop: watch::Receiver<bool>) {
+        let (mut sink, mut source) = framed.split();
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let reader = async {
+            while let Some(env) = self.receive(source.next().await) {
+                if let Err(why) = self.check(&env) {
+                    tracing::warn!(why, from = env.from, "append stream refused");
+                    return;
+                }
+                let PeerRequest::Append(rpc) = env.body else {
+                    tracing::warn!(
+                        from = env.from,
+                        "not an append on an append stream; closing"
+                    );
+                    return;
+                };
+                if tx.send(rpc).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let requests =
+            futures::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|rpc| (rpc, rx)) },
+            );
+        let answers = self.raft.stream_append(requests);
+        let writer = async {
+            futures::pin_mut!(answers);
+            while let Some(item) = answers.next().await {
+                let last = !matches!(item, Ok(Ok(_)));
+                let resp = PeerResponse::StreamItem(item.map_err(|f| f.to_string()));
+                if !send(&mut sink, &resp).await || last {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            _ = reader => {}
+            _ = writer => {}
+            _ = stop.changed() => {}
+        }
+    }
+
+    /// Checks the protocol version, the target node id and the cluster id; a joining node
+    /// learns the cluster id from its first Raft contact.
     fn check(&self, env: &Envelope) -> Result<(), String> {
+        if env.proto != PROTOCOL_VERSION {
+            return Err(format!(
+                "peer protocol version {} from node {}, this node speaks {PROTOCOL_VERSION}: nodes of different Palisade versions cannot form one cluster",
+                env.proto, env.from
+            ));
+        }
         if env.target != self.ctx.node_id {
             return Err(format!(
                 "this is node {}, not node {}",
@@ -120,7 +181,12 @@ impl Service {
             && env.cluster_id != 0
             && matches!(
                 env.body,
-                PeerRequest::Append(_) | PeerRequest::Snapshot(_) | PeerRequest::Vote(_)
+                PeerRequest::Append(_)
+                    | PeerRequest::OpenStream
+                    | PeerRequest::SnapshotChunk { .. }
+                    | PeerRequest::SnapshotDone { .. }
+                    | PeerRequest::Vote(_)
+                    | PeerRequest::PreVote(_)
             )
         {
             if let Err(e) = schema::put_cluster_id(&self.db, env.cluster_id) {
@@ -140,17 +206,70 @@ impl Service {
         Ok(())
     }
 
-    async fn dispatch(&self, body: PeerRequest) -> PeerResponse {
+    async fn dispatch(&self, body: PeerRequest, image: &mut Vec<u8>) -> PeerResponse {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
         match body {
-            PeerRequest::Append(rpc) => PeerResponse::Append(self.raft.append_entries(rpc).await),
-            PeerRequest::Vote(rpc) => PeerResponse::Vote(self.raft.vote(rpc).await),
-            PeerRequest::Snapshot(rpc) => {
-                PeerResponse::Snapshot(self.raft.install_snapshot(rpc).await)
+            PeerRequest::Append(rpc) => {
+                PeerResponse::Append(self.raft.append_entries(rpc).await.map_err(|e| text(&e)))
+            }
+            PeerRequest::Vote(rpc) => {
+                PeerResponse::Vote(self.raft.vote(rpc).await.map_err(|e| text(&e)))
+            }
+            PeerRequest::PreVote(rpc) => {
+                PeerResponse::Vote(self.raft.pre_vote(rpc).await.map_err(|e| text(&e)))
+            }
+            PeerRequest::OpenStream => PeerResponse::Rejected("stream already open".into()),
+            PeerRequest::SnapshotChunk { offset, data } => {
+                if offset == 0 {
+                    image.clear();
+                }
+                if offset != image.len() as u64 {
+                    image.clear();
+                    return PeerResponse::Rejected(format!(
+                        "snapshot piece at {offset} does not follow the {} bytes received",
+                        image.len()
+                    ));
+                }
+                image.extend_from_slice(&data);
+                PeerResponse::SnapshotChunk
+            }
+            PeerRequest::SnapshotDone { vote, meta, len } => {
+                let data = std::mem::take(image);
+                if data.len() as u64 != len {
+                    return PeerResponse::Rejected(format!(
+                        "snapshot image of {} bytes, announced {len}",
+                        data.len()
+                    ));
+                }
+                let snapshot = Snapshot {
+                    meta,
+                    snapshot: data,
+                };
+                PeerResponse::Snapshot(
+                    self.raft
+                        .install_full_snapshot(vote, snapshot)
+                        .await
+                        .map_err(|e| text(&e)),
+                )
             }
             PeerRequest::Forward { write, cmds } => {
                 PeerResponse::Forward(self.handler.forward(write, cmds).await)
             }
             PeerRequest::Admin(argv) => PeerResponse::Admin(self.handler.admin(argv).await),
+        }
+    }
+}
+
+/// Encodes and sends one response; false if the connection is done.
+async fn send<S>(sink: &mut S, resp: &PeerResponse) -> bool
+where
+    S: futures::Sink<Bytes> + Unpin,
+{
+    match postcard::to_allocvec(resp) {
+        Ok(b) => sink.send(Bytes::from(b)).await.is_ok(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode peer response");
+            false
         }
     }
 }

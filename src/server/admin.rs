@@ -1,12 +1,15 @@
 //! RAFT.* administration: cluster status, membership changes (run on the leader; a follower
 //! forwards them), and the test-only fault switch.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
-use openraft::{BasicNode, ChangeMembers};
+use openraft::ChangeMembers;
+
+use crate::raft::Node as BasicNode;
 use tokio::time::Instant;
 
 use super::forward::{ForwardError, Leader};
@@ -63,8 +66,12 @@ pub async fn execute_local(shared: &Shared, cmd: AdminCmd) -> Reply {
                 return Reply::err("ERR RAFT.FAULT is disabled; start the node with --enable-fault-injection (tests only)");
             }
             if ids.is_empty() {
-                // HEAL clears every fault, the delay included.
+                // HEAL clears every fault, the delays included.
                 shared.link.faults().set_delay_ms(0);
+                shared
+                    .sync
+                    .test_delay_ms
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
             }
             shared.link.faults().set(ids.into_iter().collect());
             Reply::ok()
@@ -74,6 +81,16 @@ pub async fn execute_local(shared: &Shared, cmd: AdminCmd) -> Reply {
                 return Reply::err("ERR RAFT.FAULT is disabled; start the node with --enable-fault-injection (tests only)");
             }
             shared.link.faults().set_delay_ms(ms);
+            Reply::ok()
+        }
+        AdminCmd::FaultSyncDelay(ms) => {
+            if !shared.config.fault_injection {
+                return Reply::err("ERR RAFT.FAULT is disabled; start the node with --enable-fault-injection (tests only)");
+            }
+            shared
+                .sync
+                .test_delay_ms
+                .store(ms, std::sync::atomic::Ordering::Relaxed);
             Reply::ok()
         }
     }
@@ -100,7 +117,7 @@ async fn node_add(shared: &Shared, id: u64, addr: String) -> Reply {
 
 /// RAFT.INFO: `field:value` lines, plus one `peer_N:` line per replication target on the leader.
 fn info(shared: &Shared) -> String {
-    let m = shared.raft.metrics().borrow().clone();
+    let m = shared.raft.metrics().borrow_watched().clone();
     let membership = m.membership_config.membership();
     let voters: Vec<String> = membership.voter_ids().map(|v| v.to_string()).collect();
     let learners: Vec<String> = membership.learner_ids().map(|v| v.to_string()).collect();
@@ -133,7 +150,10 @@ fn info(shared: &Shared) -> String {
     );
     let _ = write!(out, "voters:{}\r\n", voters.join(","));
     let _ = write!(out, "learners:{}\r\n", learners.join(","));
-    if let Some(ms) = m.millis_since_quorum_ack {
+    if let Some(ms) = m
+        .last_quorum_acked
+        .map(|t| openraft::Instant::elapsed(&*t).as_millis())
+    {
         let _ = write!(out, "millis_since_quorum_ack:{ms}\r\n");
     }
     if let Some(repl) = &m.replication {

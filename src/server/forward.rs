@@ -2,6 +2,7 @@
 //! any node sees identical semantics. Commands are forwarded batch by batch, in order, and
 //! the leader runs them through its own proposer or reader.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,7 +65,7 @@ impl LeaderLink {
     pub fn leader(&self) -> Leader {
         // Borrowed, not cloned: this runs once per batch on the proposer and reader paths.
         let metrics = self.raft.metrics();
-        let m = metrics.borrow();
+        let m = metrics.borrow_watched();
         match m.current_leader {
             Some(id) if id == self.ctx.node_id && m.state == openraft::ServerState::Leader => {
                 Leader::Me

@@ -2,6 +2,7 @@
 //! local) and a tick entry about once a second while leases are live, which bounds how late
 //! cluster time can run after a failover (design.md §4).
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +47,7 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 
 /// Decides what, if anything, the leader should propose now.
 fn next_entry(shared: &Shared, sweep: &mut Option<Bytes>) -> Option<Command> {
-    let metrics = shared.raft.metrics().borrow().clone();
+    let metrics = shared.raft.metrics().borrow_watched().clone();
     if metrics.current_leader != Some(shared.config.node_id)
         || metrics.state != openraft::ServerState::Leader
     {

@@ -10,6 +10,7 @@ pub mod proposer;
 pub mod reader;
 pub mod session;
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -73,7 +74,13 @@ pub struct Shared {
     pub link: Arc<LeaderLink>,
     /// The store (INFO reads its memory figures).
     pub db: Arc<rocksdb::DB>,
+    /// The log's sync counters (INFO) and test-only sync delay (RAFT.FAULT SYNCDELAY).
+    pub sync: Arc<crate::store::log::SyncStats>,
 }
+
+/// Environment switch for openraft's `broadcast_submitted_on_append` ("1" turns it on); a
+/// benchmark knob, see docs/performance.md.
+pub const BROADCAST_SUBMITTED_ENV: &str = "PALISADE_BROADCAST_SUBMITTED";
 
 /// The INFO/RAFT.INFO name of a Raft server state.
 pub fn role_name(state: openraft::ServerState) -> &'static str {
@@ -88,8 +95,8 @@ pub fn role_name(state: openraft::ServerState) -> &'static str {
 impl Shared {
     /// Gathers INFO's fields.
     pub fn info(&self) -> InfoData {
-        let m = self.raft.metrics().borrow().clone();
-        let (keys, expires, revision, expired) = match self.state.read() {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let (keys, expires, revision, expired, applied) = match self.state.read() {
             Ok(st) => {
                 let now = reader::cluster_now(&self.raft, &st, &self.clock);
                 (
@@ -97,10 +104,12 @@ impl Shared {
                     st.ks.volatile_len(),
                     st.ks.revision(),
                     st.expired_total,
+                    (st.applied_entries, st.applied_commands),
                 )
             }
-            Err(_) => (0, 0, 0, 0),
+            Err(_) => (0, 0, 0, 0, (0, 0)),
         };
+        let sync = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let role = role_name(m.state);
         InfoData {
             version: env!("CARGO_PKG_VERSION"),
@@ -119,6 +128,12 @@ impl Shared {
             expired_keys: expired,
             batches_proposed: self.proposer.stats.batches.load(Ordering::Relaxed),
             batched_commands: self.proposer.stats.commands.load(Ordering::Relaxed),
+            log_syncs: (
+                sync(&self.sync.syncs),
+                sync(&self.sync.appends),
+                sync(&self.sync.entries),
+            ),
+            applied,
             keys,
             expires,
             revision,
@@ -126,9 +141,7 @@ impl Shared {
             role,
             leader_id: m.current_leader,
             term: m.current_term,
-            // openraft 0.9 metrics do not expose the commit index; applied <= committed, and the
-            // two are equal whenever the state machine has caught up.
-            commit_index: m.last_applied.map(|l| l.index).unwrap_or(0),
+            commit_index: m.local_committed.map(|l| l.index).unwrap_or(0),
             applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|s| s.index).unwrap_or(0),
@@ -189,6 +202,7 @@ impl Server {
             peers: config.peers.clone(),
             join: config.join,
             lose_unsynced_writes: config.test_lose_unsynced_writes,
+            broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).is_ok_and(|v| v == "1"),
         };
         // Bind first: a port conflict should fail before Raft touches the data directory.
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
@@ -221,6 +235,7 @@ impl Server {
             addr,
             link,
             db: node.db.clone(),
+            sync: node.sync.clone(),
             config,
         });
         let (stop, stop_rx) = watch::channel(false);

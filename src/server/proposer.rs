@@ -14,18 +14,20 @@ use tokio::time::Instant;
 
 use super::forward::{ForwardError, Leader, LeaderLink};
 
+use openraft::impls::ProgressResponder;
+
 use crate::cmd::Command;
 use crate::raft::{Batch, Raft};
 use crate::resp::Reply;
 
 /// Most commands in one log entry.
 pub const MAX_BATCH: usize = 4096;
-/// Most batches proposed but not yet applied. openraft 0.9 appends one entry at a time and
-/// waits for its sync before it looks at the next (`RaftCore::append_to_log` awaits the flush
-/// callback), so more, smaller batches only mean more syncs in a row: with 8 slots a one-node
-/// cluster at 16 clients made 1.5 commands per entry and 1,091 lock cycles/s; with 2 it makes
-/// several per entry and 2,107 (docs/performance.md).
-pub const MAX_IN_FLIGHT: usize = 2;
+/// Most batches proposed but not yet applied. Under openraft 0.9 this was 2: its core synced
+/// one entry at a time, so more, smaller batches only meant more syncs in a row. openraft
+/// 0.10 submits an append without waiting for its sync and one sync completes every append
+/// queued behind it, so more batches in flight overlap the leader's sync, the followers'
+/// syncs and the round trips (docs/performance.md has the measurements).
+pub const MAX_IN_FLIGHT: usize = 8;
 
 /// A queued write.
 struct Pending {
@@ -190,22 +192,17 @@ async fn propose_local(
         .fetch_add(cmds.len() as u64, Ordering::Relaxed);
     ctx.stats.last_proposal_ms.store(ts, Ordering::Relaxed);
     let n = cmds.len();
-    let receiver = match ctx
-        .raft
-        .client_write_ff(Batch {
-            ts,
-            boot: ctx.clock.boot,
-            cmds,
-        })
-        .await
-    {
-        Ok(r) => r,
-        Err(fatal) => {
-            tracing::error!(error = %fatal, "raft stopped; failing queued writes");
-            fail_all(senders, Reply::err("ERR raft is shutting down"));
-            return;
-        }
+    let (responder, receiver) = ProgressResponder::complete_only();
+    let batch = Batch {
+        ts,
+        boot: ctx.clock.boot,
+        cmds,
     };
+    if let Err(fatal) = ctx.raft.client_write_ff(batch, Some(responder)).await {
+        tracing::error!(error = %fatal, "raft stopped; failing queued writes");
+        fail_all(senders, Reply::err("ERR raft is shutting down"));
+        return;
+    }
     let timeout = ctx.write_timeout;
     tokio::spawn(async move {
         // Bounded, so that a leader that lost its quorum frees the slot and keeps answering.

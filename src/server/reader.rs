@@ -1,10 +1,12 @@
 //! Linearizable reads: every read queued while a ReadIndex round runs is served by the next
 //! round, so one round (and one quorum check) serves many reads (design.md §6).
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::{Arc, RwLock};
 
 use std::time::Duration;
 
+use openraft::ReadPolicy;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -51,7 +53,7 @@ impl Reader {
 
 /// Cluster time now, as the leader estimates it for reads (never ahead of the truth).
 pub fn cluster_now(raft: &Raft, state: &SmState, clock: &Clock) -> u64 {
-    let term = raft.metrics().borrow().current_term;
+    let term = raft.metrics().borrow_watched().current_term;
     state.ks.clock().estimate(term, clock.boot, clock.now_ms())
 }
 
@@ -105,7 +107,7 @@ async fn serve_local(
         }
     };
     // Bounded: a leader cut off from its quorum must answer with an error, not hang.
-    match tokio::time::timeout(timeout, raft.ensure_linearizable()).await {
+    match tokio::time::timeout(timeout, raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return reply_all(batch, super::errors::read_error(&e)),
         Err(_) => {

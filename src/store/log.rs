@@ -1,39 +1,47 @@
-//! The Raft log and vote in RocksDB (openraft storage-v2 `RaftLogStorage`).
+//! The Raft log and vote in RocksDB (openraft 0.10 `RaftLogStorage`).
 //!
 //! Truncations, purges and votes are written with `sync = true`. Appends are written to
 //! RocksDB at once (so that they are readable when `append` returns, as openraft requires)
 //! but synced by a separate thread: it takes every append waiting for a sync, syncs the WAL
 //! once for all of them (group commit), and only then tells openraft they are flushed. So an
-//! entry is durable before openraft counts it, an acknowledged write survives a crash, and
-//! Raft's core goes on (sending the entries to followers) while the disk syncs.
+//! entry is durable before openraft counts it, and an acknowledged write survives a crash.
+//!
+//! openraft 0.10 does not wait for that callback before it goes on: the leader replicates
+//! what it has submitted while its own sync runs and counts itself toward the quorum only
+//! once the callback has fired; a follower answers an append once its sync has. While one
+//! sync runs, further appends queue behind it, and the next sync completes all of them.
 
 use std::fmt::Debug;
+use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use openraft::storage::{LogFlushed, RaftLogStorage};
-use openraft::{AnyError, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::{LogState, OptionalSend, RaftLogReader};
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 
 use super::schema::{
-    cf, dec, enc, get_meta, index_key, read_err, write_err, AppliedMeta, CF_LOG, CF_META,
+    cf, dec, enc, get_meta, index_key, read_err, write_err, AppliedMeta, Result, CF_LOG, CF_META,
     K_APPLIED, K_COMMITTED, K_PURGED, K_VOTE,
 };
-use crate::raft::{Entry, LogId, NodeId, StorageError, TypeConfig};
+use crate::raft::{Entry, LogId, TypeConfig, Vote};
 
 /// The log store; cheap to clone (it shares the database and the sync thread).
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
     /// Appends written but not yet synced, for the sync thread.
-    syncer: std::sync::mpsc::Sender<LogFlushed<TypeConfig>>,
+    syncer: std::sync::mpsc::Sender<Waiting>,
+    /// Counters of the sync thread, and its test-only delay.
+    sync: Arc<SyncStats>,
     /// A purge waits until the state machine has applied what it removes (see
     /// [`LogStore::wait_applied`]). Off only for openraft's storage suite, which tests the
     /// log store without a state machine.
     purge_waits_for_applied: bool,
-    /// Reads return only the run of entries that begins exactly at the range's start (set
-    /// on the readers openraft's replication uses, see `get_log_reader`).
+    /// `limited_get_log_entries` returns only the run of entries that begins exactly at the
+    /// range's start (set on the readers openraft's replication uses, see `get_log_reader`).
     contiguous: bool,
 }
 
@@ -46,23 +54,50 @@ fn synced() -> WriteOptions {
     w
 }
 
+/// What the log's sync thread has done (INFO), and a test-only delay before each sync.
+#[derive(Debug, Default)]
+pub struct SyncStats {
+    /// WAL syncs done for appends.
+    pub syncs: AtomicU64,
+    /// Appends those syncs completed (so `appends / syncs` appends share one sync).
+    pub appends: AtomicU64,
+    /// Entries those appends held.
+    pub entries: AtomicU64,
+    /// Test-only: sleep this long before each sync (`RAFT.FAULT SYNCDELAY`), so that a test
+    /// can show replication overlapping a slow local sync.
+    pub test_delay_ms: AtomicU64,
+}
+
+/// One append waiting for the sync thread.
+struct Waiting {
+    callback: IOFlushed<TypeConfig>,
+    entries: u64,
+}
+
 impl LogStore {
-    /// Wraps an opened database.
-    pub fn new(db: Arc<DB>) -> Self {
-        let (syncer, rx) = std::sync::mpsc::channel();
+    /// Wraps an opened database. Fails only if the sync thread cannot be started.
+    pub fn new(db: Arc<DB>) -> io::Result<Self> {
+        let (syncer, rx) = std::sync::mpsc::channel::<Waiting>();
+        let sync = Arc::new(SyncStats::default());
         // A weak handle: the database closes when the store is dropped, without waiting for
         // this thread, which ends when the last LogStore (the last sender) is dropped.
         let sync_db = Arc::downgrade(&db);
+        let stats = sync.clone();
         std::thread::Builder::new()
             .name("palisade-wal-sync".into())
-            .spawn(move || sync_loop(&sync_db, &rx))
-            .expect("spawn the WAL sync thread");
-        LogStore {
+            .spawn(move || sync_loop(&sync_db, &rx, &stats))?;
+        Ok(LogStore {
             db,
             syncer,
+            sync,
             purge_waits_for_applied: true,
             contiguous: false,
-        }
+        })
+    }
+
+    /// The sync thread's counters and test switch.
+    pub fn sync_stats(&self) -> Arc<SyncStats> {
+        self.sync.clone()
     }
 
     /// The same store, but purges do not wait for the state machine (openraft's storage
@@ -80,7 +115,7 @@ impl LogStore {
         &self.db
     }
 
-    fn put_meta_synced<T: serde::Serialize>(&self, key: &[u8], v: &T) -> Result<(), StorageError> {
+    fn put_meta_synced<T: serde::Serialize>(&self, key: &[u8], v: &T) -> Result<()> {
         let mut wb = WriteBatch::default();
         wb.put_cf(cf(&self.db, CF_META)?, key, enc(v)?);
         self.db.write_opt(wb, &synced()).map_err(write_err)
@@ -94,7 +129,7 @@ impl LogStore {
     /// (`LogIndexNotFound` while re-applying; found by the chaos suite's snapshot-crash
     /// fault). The state machine writes `last_applied` to this same database, so a purge
     /// waits here until what it removes is covered on disk.
-    async fn wait_applied(&self, index: u64) -> Result<(), StorageError> {
+    async fn wait_applied(&self, index: u64) -> Result<()> {
         let deadline = Instant::now() + PURGE_WAIT;
         loop {
             let meta: Option<AppliedMeta> = get_meta(&self.db, K_APPLIED)?;
@@ -106,13 +141,13 @@ impl LogStore {
             }
             if Instant::now() >= deadline {
                 let msg = format!("purge up to {index}: the state machine has not applied it");
-                return Err(StorageIOError::write_logs(AnyError::error(msg)).into());
+                return Err(io::Error::new(io::ErrorKind::TimedOut, msg));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
-    fn last_entry_log_id(&self) -> Result<Option<LogId>, StorageError> {
+    fn last_entry_log_id(&self) -> Result<Option<LogId>> {
         let mut it = self
             .db
             .iterator_cf(cf(&self.db, CF_LOG)?, IteratorMode::End);
@@ -128,10 +163,16 @@ impl LogStore {
 }
 
 /// Syncs the WAL for every append waiting, one sync for all of them, then reports them flushed.
-fn sync_loop(db: &std::sync::Weak<DB>, rx: &std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
+fn sync_loop(db: &std::sync::Weak<DB>, rx: &std::sync::mpsc::Receiver<Waiting>, stats: &SyncStats) {
     while let Ok(first) = rx.recv() {
         let mut waiting = vec![first];
         waiting.extend(rx.try_iter());
+        // After taking the batch: an append that arrives during the delay waits for the next
+        // round, so every append sees the whole delay.
+        let delay = stats.test_delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_millis(delay));
+        }
         let res = match db.upgrade() {
             Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
             None => Err("the database is closed".to_string()),
@@ -139,21 +180,26 @@ fn sync_loop(db: &std::sync::Weak<DB>, rx: &std::sync::mpsc::Receiver<LogFlushed
         if let Err(e) = &res {
             tracing::error!(error = %e, "syncing the Raft log failed");
         }
-        for cb in waiting {
+        stats.syncs.fetch_add(1, Ordering::Relaxed);
+        stats
+            .appends
+            .fetch_add(waiting.len() as u64, Ordering::Relaxed);
+        let entries: u64 = waiting.iter().map(|w| w.entries).sum();
+        stats.entries.fetch_add(entries, Ordering::Relaxed);
+        for w in waiting {
             let io = match &res {
                 Ok(()) => Ok(()),
-                Err(e) => Err(std::io::Error::other(e.clone())),
+                Err(e) => Err(io::Error::other(e.clone())),
             };
-            cb.log_io_completed(io);
+            w.callback.io_completed(io);
         }
     }
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+impl LogStore {
+    /// The entries of `range` that the log holds; with `contiguous`, only the run that begins
+    /// exactly at the range's start (nothing if the start is not there).
+    fn read_range<RB: RangeBounds<u64>>(&self, range: RB, contiguous: bool) -> Result<Vec<Entry>> {
         let start = match range.start_bound() {
             Bound::Included(x) => *x,
             Bound::Excluded(x) => x.saturating_add(1),
@@ -169,7 +215,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         for item in it {
             let (k, v) = item.map_err(read_err)?;
             let idx = super::schema::decode_u64(&k).unwrap_or(u64::MAX);
-            if !range.contains(&idx) || (self.contiguous && idx != want) {
+            if !range.contains(&idx) || (contiguous && idx != want) {
                 break;
             }
             out.push(dec(&v)?);
@@ -179,10 +225,43 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 }
 
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>> {
+        self.read_range(range, false)
+    }
+
+    /// Replication reads through this method. A RocksDB seek lands on the first key at or
+    /// after the start; if the start was purged meanwhile (a leader purges while a
+    /// replication stream is about to read), that key is later, and openraft (0.9 and 0.10
+    /// alike) would send those entries after a `prev_log_id` they do not follow. Under 0.9 a
+    /// follower appended them and its log had a hole it could never apply across (bug 1's
+    /// second path, found by the chaos soaks). So the replication reader answers only with
+    /// entries that begin exactly at the start; openraft takes an empty answer for a
+    /// heartbeat and decides again.
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> Result<Vec<Entry>> {
+        let out = self.read_range(start..end, self.contiguous)?;
+        if out.is_empty() && start < end {
+            tracing::warn!(
+                start,
+                end,
+                "replication read from a purged index: sending nothing"
+            );
+        }
+        Ok(out)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>> {
+        get_meta(&self.db, K_VOTE)
+    }
+}
+
 impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>> {
         let last_purged = get_meta::<Option<LogId>>(&self.db, K_PURGED)?.flatten();
         let last = self.last_entry_log_id()?.or(last_purged);
         Ok(LogState {
@@ -191,13 +270,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
     }
 
-    /// Replication reads through this reader. A RocksDB seek lands on the first key at or
-    /// after the start; if the start was purged meanwhile (a leader purges while a
-    /// replication task is about to read), that key is later, and openraft 0.9's replication
-    /// would send those entries after a `prev_log_id` they do not follow. The follower
-    /// appended them and its log had a hole it could never apply across (bug 1's second
-    /// path, found by the chaos soaks). So this reader answers only with entries that begin
-    /// exactly at the start; an empty answer makes openraft decide again (a snapshot).
+    /// The reader replication uses: contiguous reads (see `limited_get_log_entries`).
     async fn get_log_reader(&mut self) -> Self::LogReader {
         LogStore {
             contiguous: true,
@@ -205,66 +278,63 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
     }
 
-    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+    async fn save_vote(&mut self, vote: &Vote) -> Result<()> {
         self.put_meta_synced(K_VOTE, vote)
     }
 
-    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
-        get_meta(&self.db, K_VOTE)
-    }
-
-    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<()> {
         // Not synced: a lost `committed` only means entries are re-applied after the next
-        // commit, never that an uncommitted entry is applied.
+        // commit, never that an uncommitted entry is applied. (Leader restore, which would
+        // trust a stale state machine, is off: see `raft::node`.)
         self.db
             .put_cf(cf(&self.db, CF_META)?, K_COMMITTED, enc(&committed)?)
             .map_err(write_err)
     }
 
-    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+    async fn read_committed(&mut self) -> Result<Option<LogId>> {
         Ok(get_meta::<Option<LogId>>(&self.db, K_COMMITTED)?.flatten())
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> Result<()>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
         let log = cf(&self.db, CF_LOG)?;
         let mut wb = WriteBatch::default();
+        let mut n = 0;
         for entry in entries {
             wb.put_cf(log, index_key(entry.log_id.index), enc(&entry)?);
+            n += 1;
         }
         // Written now (readable at once), synced by the sync thread before `callback` runs.
         if let Err(e) = self.db.write(wb) {
-            callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+            callback.io_completed(Err(io::Error::other(e.to_string())));
             return Err(write_err(e));
         }
-        if let Err(std::sync::mpsc::SendError(callback)) = self.syncer.send(callback) {
+        let waiting = Waiting {
+            callback,
+            entries: n,
+        };
+        if let Err(std::sync::mpsc::SendError(w)) = self.syncer.send(waiting) {
             let msg = "the WAL sync thread has stopped";
-            callback.log_io_completed(Err(std::io::Error::other(msg)));
-            return Err(StorageIOError::write_logs(AnyError::error(msg)).into());
+            w.callback.io_completed(Err(io::Error::other(msg)));
+            return Err(io::Error::other(msg));
         }
         Ok(())
     }
 
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        tracing::info!(since = %log_id, "truncating the log (conflicting entries)");
+    /// Removes every entry after `last` (all of them for `None`); `last` itself stays.
+    async fn truncate_after(&mut self, last: Option<LogId>) -> Result<()> {
+        let from = last.map_or(0, |l| l.index.saturating_add(1));
+        tracing::info!(after = ?last, from, "truncating the log (conflicting entries)");
         let mut wb = WriteBatch::default();
-        wb.delete_range_cf(
-            cf(&self.db, CF_LOG)?,
-            index_key(log_id.index),
-            index_key(u64::MAX),
-        );
+        wb.delete_range_cf(cf(&self.db, CF_LOG)?, index_key(from), index_key(u64::MAX));
         wb.delete_cf(cf(&self.db, CF_LOG)?, index_key(u64::MAX));
         self.db.write_opt(wb, &synced()).map_err(write_err)
     }
 
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+    async fn purge(&mut self, log_id: LogId) -> Result<()> {
         if self.purge_waits_for_applied {
             self.wait_applied(log_id.index).await?;
         }

@@ -1,29 +1,25 @@
 //! RocksDB storage: one instance holds the vote, the log and the state machine, so that one
-//! WAL orders all of them (design.md §6).
-
-// openraft's storage traits fix `StorageError` (about 224 bytes) as the error type; boxing it
-// only in our helpers would add conversions at every trait boundary for no gain.
-#![allow(clippy::result_large_err, clippy::large_enum_variant)]
+//! WAL orders all of them.
 
 pub mod log;
 pub mod schema;
 pub mod snapshot;
 pub mod state_machine;
+pub mod upgrade;
 
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 pub use log::LogStore;
 pub use state_machine::{SmState, StateMachine};
 
-use crate::raft::StorageError;
-
 /// Errors opening the store that a caller may want to tell apart.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// RocksDB or decoding failed.
+    /// RocksDB, decoding, or the format check failed.
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Storage(#[from] io::Error),
     /// The log was purged past what the state machine persisted: the entries in between
     /// are gone, so the state cannot be rebuilt from this directory.
     #[error("the log is purged up to index {purged} but the state machine is only at {applied:?}; this directory cannot be replayed: remove the node, wipe the directory and add it again under a new id")]
@@ -84,33 +80,45 @@ pub fn open_with(
         }
     }
     let sm = StateMachine::open(db.clone())?;
-    Ok((LogStore::new(db), sm))
+    Ok((LogStore::new(db)?, sm))
 }
 
 #[cfg(test)]
 mod tests {
-    use openraft::testing::{StoreBuilder, Suite};
-    use openraft::{AnyError, StorageIOError};
+    use openraft::testing::log::{StoreBuilder, Suite};
+    use openraft::{ErrorSubject, ErrorVerb};
     use tempfile::TempDir;
 
     use super::*;
-    use crate::raft::TypeConfig;
+    use crate::raft::{log_id, Entry, TypeConfig};
+
+    type StorageError = openraft::StorageError<TypeConfig>;
 
     struct Builder;
 
     impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for Builder {
         async fn build(&self) -> Result<(TempDir, LogStore, StateMachine), StorageError> {
-            let dir = tempfile::tempdir().map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
-            let (log, sm) =
-                open(dir.path(), 1).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+            let err = |e: io::Error| {
+                StorageError::from_io_error(ErrorSubject::Store, ErrorVerb::Write, e)
+            };
+            let dir = tempfile::tempdir().map_err(err)?;
+            let (log, sm) = open(dir.path(), 1).map_err(|e| err(io::Error::other(e)))?;
             Ok((dir, log.without_purge_guard(), sm))
         }
     }
 
     /// openraft's storage conformance suite against the RocksDB store.
-    #[test]
-    fn openraft_storage_suite() -> Result<(), StorageError> {
-        Suite::test_all(Builder)
+    #[tokio::test]
+    async fn openraft_storage_suite() -> Result<(), StorageError> {
+        Suite::test_all(Builder).await
+    }
+
+    /// Entries as openraft's apply stream carries them (no client waiting on any).
+    fn stream(
+        entries: Vec<Entry>,
+    ) -> impl futures::Stream<Item = io::Result<openraft::storage::EntryResponder<TypeConfig>>> + Unpin
+    {
+        futures::stream::iter(entries.into_iter().map(|e| Ok((e, None))))
     }
 
     /// openraft 0.9 purges the log a received snapshot covers without waiting for the state
@@ -119,11 +127,10 @@ mod tests {
     #[tokio::test]
     async fn purge_waits_until_the_state_machine_has_applied_what_it_removes() {
         use openraft::storage::RaftLogStorage;
-        use openraft::{CommittedLeaderId, LogId};
 
         let dir = tempfile::tempdir().unwrap();
         let (log, _sm) = open(dir.path(), 1).unwrap();
-        let id = |i| LogId::new(CommittedLeaderId::new(1, 1), i);
+        let id = |i| log_id(1, 1, i);
         let mut purger = log.clone();
         let purge = tokio::spawn(async move { purger.purge(id(3)).await });
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -148,16 +155,16 @@ mod tests {
     #[tokio::test]
     async fn a_read_from_a_purged_index_returns_nothing_not_later_entries() {
         use openraft::storage::{RaftLogReader, RaftLogStorage};
-        use openraft::{CommittedLeaderId, EntryPayload, LogId};
+        use openraft::EntryPayload;
 
         let dir = tempfile::tempdir().unwrap();
         let (log, _sm) = open(dir.path(), 1).unwrap();
         let mut log = log.without_purge_guard();
-        let id = |i| LogId::new(CommittedLeaderId::new(1, 1), i);
+        let id = |i| log_id(1, 1, i);
         // Written the way `append` writes them (its flush callback cannot be built here).
         let cf_log = schema::cf(log.db(), schema::CF_LOG).unwrap();
         for i in 1..=10 {
-            let e = crate::raft::Entry {
+            let e = Entry {
                 log_id: id(i),
                 payload: EntryPayload::Blank,
             };
@@ -166,22 +173,24 @@ mod tests {
                 .unwrap();
         }
         let mut reader = log.get_log_reader().await;
-        let got = reader.try_get_log_entries(3..6).await.unwrap();
-        assert_eq!(
-            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
-            [3, 4, 5]
-        );
+        let indexes = |v: Vec<Entry>| v.iter().map(|e| e.log_id.index).collect::<Vec<_>>();
+        let got = reader.limited_get_log_entries(3, 6).await.unwrap();
+        assert_eq!(indexes(got), [3, 4, 5]);
 
         log.purge(id(6)).await.unwrap();
         assert!(
-            reader.try_get_log_entries(3..9).await.unwrap().is_empty(),
-            "a read from purged index 3 handed out later entries"
+            reader
+                .limited_get_log_entries(3, 9)
+                .await
+                .unwrap()
+                .is_empty(),
+            "a replication read from purged index 3 handed out later entries"
         );
-        let got = reader.try_get_log_entries(7..).await.unwrap();
-        assert_eq!(
-            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
-            [7, 8, 9, 10]
-        );
+        let got = reader.limited_get_log_entries(7, 11).await.unwrap();
+        assert_eq!(indexes(got), [7, 8, 9, 10]);
+        // Other reads keep openraft's contract: what the log holds of the range.
+        let got = reader.try_get_log_entries(3..9).await.unwrap();
+        assert_eq!(indexes(got), [7, 8]);
     }
 
     /// The persisted last-applied index of the store in `dir`'s open database.
@@ -199,22 +208,22 @@ mod tests {
     #[tokio::test]
     async fn the_state_machine_never_moves_backwards() {
         use openraft::storage::RaftStateMachine;
-        use openraft::{CommittedLeaderId, EntryPayload, LogId};
+        use openraft::EntryPayload;
 
         let dir = tempfile::tempdir().unwrap();
         let (log, mut sm) = open(dir.path(), 1).unwrap();
-        let id = |i| LogId::new(CommittedLeaderId::new(1, 1), i);
-        let blank = |i| crate::raft::Entry {
+        let id = |i| log_id(1, 1, i);
+        let blank = |i| Entry {
             log_id: id(i),
             payload: EntryPayload::Blank,
         };
-        sm.apply(vec![blank(1), blank(2)]).await.unwrap();
+        sm.apply(stream(vec![blank(1), blank(2)])).await.unwrap();
         let older = sm.get_current_snapshot().await.unwrap().unwrap();
         assert_eq!(older.meta.last_log_id, Some(id(2)));
-        sm.apply(vec![blank(3)]).await.unwrap();
+        sm.apply(stream(vec![blank(3)])).await.unwrap();
         assert_eq!(persisted_applied(log.db()), Some(3));
 
-        let replies = sm.apply(vec![blank(2), blank(3)]).await.unwrap();
+        let replies = sm.apply_run(vec![blank(2), blank(3)]).unwrap();
         assert_eq!(replies.len(), 2, "one reply per entry, even when skipped");
         assert_eq!(sm.applied_state().await.unwrap().0, Some(id(3)));
         assert_eq!(persisted_applied(log.db()), Some(3));
@@ -225,7 +234,7 @@ mod tests {
         assert_eq!(sm.applied_state().await.unwrap().0, Some(id(3)));
         assert_eq!(persisted_applied(log.db()), Some(3));
 
-        sm.apply(vec![blank(4)]).await.unwrap();
+        sm.apply(stream(vec![blank(4)])).await.unwrap();
         assert_eq!(persisted_applied(log.db()), Some(4));
     }
 
@@ -233,14 +242,12 @@ mod tests {
     /// says so, instead of openraft failing later with `LogIndexNotFound`.
     #[test]
     fn a_log_purged_past_the_state_machine_is_refused_at_open() {
-        use openraft::{CommittedLeaderId, LogId};
-
         let dir = tempfile::tempdir().unwrap();
         drop(open(dir.path(), 1).unwrap());
         {
             let db = schema::open_db(dir.path()).unwrap();
             let meta = schema::cf(&db, schema::CF_META).unwrap();
-            let purged = Some(LogId::new(CommittedLeaderId::new(1, 1), 5));
+            let purged = Some(log_id(1, 1, 5));
             db.put_cf(meta, schema::K_PURGED, schema::enc(&purged).unwrap())
                 .unwrap();
         }

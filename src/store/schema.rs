@@ -1,6 +1,8 @@
 //! The versioned on-disk schema: every column family and key encoding in one place.
 //!
-//! Format version 1:
+//! Format version 2 (version 1 was written by builds on openraft 0.9; [`super::upgrade`]
+//! moves a version-1 directory to version 2 once, after checking that every record reads the
+//! same under openraft 0.10's types):
 //! - `meta`: `format_version` -> u32 BE; `node_id`, `cluster_id` -> u64 BE; `vote`, `committed`,
 //!   `last_purged` -> postcard openraft types; `applied` -> postcard [`AppliedMeta`].
 //!   (Older builds also kept a `snapshot` key; it is deleted on open: snapshots are now a
@@ -13,15 +15,19 @@
 
 use std::path::Path;
 
-use openraft::{AnyError, StorageIOError, StoredMembership};
+use std::io;
+
 use rocksdb::{ColumnFamilyDescriptor, Options, DB};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::raft::{LogId, NodeId, StorageError};
+use crate::raft::{LogId, StoredMembership};
 use crate::state::ClusterClock;
 
+/// Storage results: openraft 0.10's storage traits speak `std::io::Error`.
+pub type Result<T, E = io::Error> = std::result::Result<T, E>;
+
 /// The format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Column family names.
 pub const CF_META: &str = "meta";
@@ -59,27 +65,11 @@ pub struct AppliedMeta {
     /// Last applied log id.
     pub last_applied: Option<LogId>,
     /// Last applied membership.
-    pub membership: StoredMembership<NodeId, openraft::BasicNode>,
+    pub membership: StoredMembership,
     /// The revision counter.
     pub revision: u64,
     /// The cluster clock.
     pub clock: ClusterClock,
-}
-
-/// Errors found while opening the store.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The directory holds a format this build does not understand.
-    #[error(
-        "unsupported on-disk format version {found} (this build reads version {FORMAT_VERSION})"
-    )]
-    Version {
-        /// The version found.
-        found: u32,
-    },
-    /// The format marker is corrupt.
-    #[error("corrupt format_version marker")]
-    Corrupt,
 }
 
 /// Big-endian u64, so that RocksDB key order matches numeric order.
@@ -93,27 +83,28 @@ pub fn decode_u64(b: &[u8]) -> Option<u64> {
 }
 
 /// Serializes a value for storage.
-pub fn enc<T: Serialize>(v: &T) -> Result<Vec<u8>, StorageError> {
-    postcard::to_allocvec(v).map_err(|e| StorageIOError::write(AnyError::new(&e)).into())
+pub fn enc<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    postcard::to_allocvec(v).map_err(|e| io::Error::other(format!("encode: {e}")))
 }
 
 /// Deserializes a stored value; corruption is an error, never a panic.
-pub fn dec<T: DeserializeOwned>(b: &[u8]) -> Result<T, StorageError> {
-    postcard::from_bytes(b).map_err(|e| StorageIOError::read(AnyError::new(&e)).into())
+pub fn dec<T: DeserializeOwned>(b: &[u8]) -> Result<T> {
+    postcard::from_bytes(b)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("decode: {e}")))
 }
 
 /// Maps a RocksDB error to a storage write error.
-pub fn write_err(e: rocksdb::Error) -> StorageError {
-    StorageIOError::write(AnyError::new(&e)).into()
+pub fn write_err(e: rocksdb::Error) -> io::Error {
+    io::Error::other(format!("rocksdb write: {e}"))
 }
 
 /// Maps a RocksDB error to a storage read error.
-pub fn read_err(e: rocksdb::Error) -> StorageError {
-    StorageIOError::read(AnyError::new(&e)).into()
+pub fn read_err(e: rocksdb::Error) -> io::Error {
+    io::Error::other(format!("rocksdb read: {e}"))
 }
 
 /// Opens the database with all column families and checks (or writes) the format version.
-pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
+pub fn open_db(dir: &Path) -> Result<DB> {
     open_db_with(dir, false)
 }
 
@@ -122,7 +113,7 @@ pub fn open_db(dir: &Path) -> Result<DB, StorageError> {
 /// every synced write still reach the disk, but a kill -9 loses everything after the last
 /// sync, as a power cut would. Without it, a kill -9 loses nothing that was written, since
 /// the operating system keeps it.
-pub fn open_db_with(dir: &Path, lose_unsynced_writes: bool) -> Result<DB, StorageError> {
+pub fn open_db_with(dir: &Path, lose_unsynced_writes: bool) -> Result<DB> {
     let mut opts = Options::default();
     opts.set_manual_wal_flush(lose_unsynced_writes);
     opts.create_if_missing(true);
@@ -155,32 +146,16 @@ pub fn open_db_with(dir: &Path, lose_unsynced_writes: bool) -> Result<DB, Storag
     let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(read_err)?;
     let meta = cf(&db, CF_META)?;
     db.delete_cf(meta, K_LEGACY_SNAPSHOT).map_err(write_err)?;
-    match db.get_cf(meta, K_FORMAT).map_err(read_err)? {
-        None => db
-            .put_cf(meta, K_FORMAT, FORMAT_VERSION.to_be_bytes())
-            .map_err(write_err)?,
-        Some(v) => {
-            let found =
-                u32::from_be_bytes(v.as_slice().try_into().map_err(|_| {
-                    StorageIOError::<NodeId>::read(AnyError::new(&OpenError::Corrupt))
-                })?);
-            if found != FORMAT_VERSION {
-                return Err(
-                    StorageIOError::read(AnyError::new(&OpenError::Version { found })).into(),
-                );
-            }
-        }
-    }
+    super::upgrade::check_format(&db)?;
     Ok(db)
 }
 
 /// Memtable size of the `meta` family.
 const META_BUFFER: usize = 4 << 20;
 /// A column family handle, or an error if the database lacks it.
-pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily, StorageError> {
-    db.cf_handle(name).ok_or_else(|| {
-        StorageIOError::read(AnyError::error(format!("missing column family {name}"))).into()
-    })
+pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily> {
+    db.cf_handle(name)
+        .ok_or_else(|| io::Error::other(format!("missing column family {name}")))
 }
 
 /// Memory RocksDB holds, in bytes, summed over the column families (INFO memory).
@@ -210,7 +185,7 @@ pub fn memory_usage(db: &DB) -> DbMemory {
 }
 
 /// Reads and decodes a meta value.
-pub fn get_meta<T: DeserializeOwned>(db: &DB, key: &[u8]) -> Result<Option<T>, StorageError> {
+pub fn get_meta<T: DeserializeOwned>(db: &DB, key: &[u8]) -> Result<Option<T>> {
     match db.get_cf(cf(db, CF_META)?, key).map_err(read_err)? {
         Some(b) => Ok(Some(dec(&b)?)),
         None => Ok(None),
@@ -218,7 +193,7 @@ pub fn get_meta<T: DeserializeOwned>(db: &DB, key: &[u8]) -> Result<Option<T>, S
 }
 
 /// Reads the persisted node id, if any.
-pub fn node_id(db: &DB) -> Result<Option<u64>, StorageError> {
+pub fn node_id(db: &DB) -> Result<Option<u64>> {
     Ok(db
         .get_cf(cf(db, CF_META)?, K_NODE_ID)
         .map_err(read_err)?
@@ -226,7 +201,7 @@ pub fn node_id(db: &DB) -> Result<Option<u64>, StorageError> {
 }
 
 /// Reads the persisted cluster id, if any.
-pub fn cluster_id(db: &DB) -> Result<Option<u64>, StorageError> {
+pub fn cluster_id(db: &DB) -> Result<Option<u64>> {
     Ok(db
         .get_cf(cf(db, CF_META)?, K_CLUSTER_ID)
         .map_err(read_err)?
@@ -234,7 +209,7 @@ pub fn cluster_id(db: &DB) -> Result<Option<u64>, StorageError> {
 }
 
 /// Persists the cluster id (synced: a node must never forget which cluster it belongs to).
-pub fn put_cluster_id(db: &DB, id: u64) -> Result<(), StorageError> {
+pub fn put_cluster_id(db: &DB, id: u64) -> Result<()> {
     let mut wb = rocksdb::WriteBatch::default();
     wb.put_cf(cf(db, CF_META)?, K_CLUSTER_ID, id.to_be_bytes());
     let mut opts = rocksdb::WriteOptions::default();

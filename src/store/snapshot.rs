@@ -15,13 +15,14 @@
 
 use std::collections::BTreeMap;
 
+use std::io;
+
 use bytes::Bytes;
-use openraft::{AnyError, StorageIOError, StoredMembership};
 use rocksdb::{IteratorMode, SnapshotWithThreadMode, DB};
 use serde::{Deserialize, Serialize};
 
-use super::schema::{cf, dec, enc, read_err, CF_FENCE, CF_KV};
-use crate::raft::{LogId, NodeId, StorageError};
+use super::schema::{cf, dec, enc, read_err, Result, CF_FENCE, CF_KV};
+use crate::raft::{LogId, StoredMembership};
 use crate::state::{ClusterClock, Entry, Keyspace};
 
 /// The image format this build writes and reads.
@@ -39,7 +40,7 @@ pub struct Header {
     /// Last applied log id the image reflects.
     pub last_applied: Option<LogId>,
     /// Membership at `last_applied`.
-    pub membership: StoredMembership<NodeId, openraft::BasicNode>,
+    pub membership: StoredMembership,
     /// The revision counter.
     pub revision: u64,
     /// The cluster clock.
@@ -50,16 +51,7 @@ pub struct Header {
     pub script_budget: u64,
 }
 
-/// A snapshot id that depends only on the last log id, so that every node names the same
-/// state the same way.
-pub fn snapshot_id(last: Option<LogId>) -> String {
-    match last {
-        Some(l) => format!("{}-{}-{}", l.leader_id.term, l.leader_id.node_id, l.index),
-        None => "0-0-0".into(),
-    }
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), StorageError> {
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<()> {
     let len = u32::try_from(b.len()).map_err(|_| corrupt("record longer than 4 GiB"))?;
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(b);
@@ -68,11 +60,7 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) -> Result<(), StorageError> {
 
 /// Encodes the image of `snap` (a RocksDB snapshot taken while the state machine was at
 /// `header.last_applied`).
-pub fn encode(
-    db: &DB,
-    snap: &SnapshotWithThreadMode<'_, DB>,
-    header: &Header,
-) -> Result<Vec<u8>, StorageError> {
+pub fn encode(db: &DB, snap: &SnapshotWithThreadMode<'_, DB>, header: &Header) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     put_bytes(&mut out, &enc(header)?)?;
     for item in snap.iterator_cf(cf(db, CF_KV)?, IteratorMode::Start) {
@@ -91,9 +79,11 @@ pub fn encode(
     Ok(out)
 }
 
-fn corrupt(what: &str) -> StorageError {
-    StorageIOError::read_snapshot(None, AnyError::error(format!("bad snapshot image: {what}")))
-        .into()
+fn corrupt(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("bad snapshot image: {what}"),
+    )
 }
 
 /// A bounds-checked reader over image bytes: corrupt input is an error, never a panic.
@@ -102,7 +92,7 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], StorageError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if self.buf.len() < n {
             return Err(corrupt("truncated"));
         }
@@ -111,30 +101,30 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn u8(&mut self) -> Result<u8, StorageError> {
+    fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
 
-    fn u32(&mut self) -> Result<u32, StorageError> {
+    fn u32(&mut self) -> Result<u32> {
         let b = self.take(4)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn u64(&mut self) -> Result<u64, StorageError> {
+    fn u64(&mut self) -> Result<u64> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_be_bytes(a))
     }
 
-    fn bytes(&mut self) -> Result<&'a [u8], StorageError> {
+    fn bytes(&mut self) -> Result<&'a [u8]> {
         let n = self.u32()? as usize;
         self.take(n)
     }
 }
 
 /// Decodes an image into its header and keyspace.
-pub fn decode(data: &[u8]) -> Result<(Header, Keyspace), StorageError> {
+pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     let mut r = Reader { buf: data };
     let header: Header = dec(r.bytes()?)?;
     if header.format != IMAGE_FORMAT {

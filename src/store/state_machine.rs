@@ -1,28 +1,32 @@
-//! The state machine (openraft storage-v2 `RaftStateMachine`): the in-memory [`Keyspace`]
+//! The state machine (openraft 0.10 `RaftStateMachine`): the in-memory [`Keyspace`]
 //! is the read path; every applied batch writes its changed keys, fences and `last_applied`
 //! to RocksDB in one WriteBatch. A snapshot is a consistent view of that database, encoded
 //! only when a follower needs it ([`super::snapshot`]).
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
+use std::io;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
-use openraft::storage::RaftStateMachine;
-use openraft::{
-    AnyError, EntryPayload, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
-    StorageIOError, StoredMembership,
-};
+use futures::{Stream, StreamExt};
+use openraft::storage::{ApplyResponder, EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use super::schema::{
-    cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, CF_FENCE, CF_KV, CF_META,
-    CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
+    cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, Result, CF_FENCE, CF_KV,
+    CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
 };
 use super::snapshot::{self, Header, IMAGE_FORMAT};
 use crate::cmd::Ctx;
-use crate::raft::{Batch, BatchReply, Entry, LogId, NodeId, StorageError, TypeConfig};
+use crate::raft::{
+    Batch, BatchReply, Entry, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
+};
 use crate::state::{Event, Keyspace};
+
+/// Most entries applied (and persisted in one WriteBatch) at a time: the ones openraft has
+/// ready, up to this many.
+const APPLY_CHUNK: usize = 1024;
 
 /// State shared between the state machine worker and the server's read path.
 #[derive(Debug)]
@@ -32,9 +36,13 @@ pub struct SmState {
     /// Last applied log id.
     pub last_applied: Option<LogId>,
     /// Last applied membership.
-    pub membership: StoredMembership<NodeId, openraft::BasicNode>,
+    pub membership: StoredMembership,
     /// Keys removed by eviction entries since start (INFO expired_keys).
     pub expired_total: u64,
+    /// Client entries (batches) applied since start, and the commands in them (INFO).
+    pub applied_entries: u64,
+    /// See `applied_entries`.
+    pub applied_commands: u64,
     /// Events of applied batches, published after each batch is persisted (pub/sub delivery,
     /// wake-ups of blocked clients). Lagging receivers lose events, never block apply.
     pub events: tokio::sync::broadcast::Sender<Event>,
@@ -47,6 +55,8 @@ impl Default for SmState {
             last_applied: None,
             membership: StoredMembership::default(),
             expired_total: 0,
+            applied_entries: 0,
+            applied_commands: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         }
     }
@@ -67,8 +77,8 @@ pub struct StateMachine {
 /// Environment variable of the test-only snapshot-install delay, in ms.
 pub const TEST_INSTALL_DELAY_ENV: &str = "PALISADE_TEST_SNAPSHOT_INSTALL_DELAY_MS";
 
-fn poisoned() -> StorageError {
-    StorageIOError::read_state_machine(AnyError::error("state machine lock poisoned")).into()
+fn poisoned() -> io::Error {
+    io::Error::other("state machine lock poisoned")
 }
 
 /// Applies one batch to the keyspace and returns its replies.
@@ -87,7 +97,7 @@ pub fn apply_batch(ks: &mut Keyspace, term: u64, batch: &Batch) -> BatchReply {
 
 impl StateMachine {
     /// Loads the state machine from the database.
-    pub fn open(db: Arc<DB>) -> Result<Self, StorageError> {
+    pub fn open(db: Arc<DB>) -> Result<Self> {
         let meta: AppliedMeta = get_meta(&db, K_APPLIED)?.unwrap_or_default();
         // RocksDB iterates in key order; collecting sorted pairs builds full B-tree nodes
         // (inserting one by one leaves them about half full).
@@ -100,11 +110,8 @@ impl StateMachine {
         let mut fences = Vec::new();
         for item in db.iterator_cf(cf(&db, CF_FENCE)?, IteratorMode::Start) {
             let (k, v) = item.map_err(read_err)?;
-            let fence = decode_u64(&v).ok_or_else(|| {
-                StorageError::from(StorageIOError::read_state_machine(AnyError::error(
-                    "bad fence value",
-                )))
-            })?;
+            let fence = decode_u64(&v)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad fence value"))?;
             fences.push((Bytes::from(k.to_vec()), fence));
         }
         let fences: BTreeMap<Bytes, u64> = fences.into_iter().collect();
@@ -116,6 +123,8 @@ impl StateMachine {
             last_applied: meta.last_applied,
             membership: meta.membership,
             expired_total: 0,
+            applied_entries: 0,
+            applied_commands: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         };
         Ok(StateMachine {
@@ -133,7 +142,7 @@ impl StateMachine {
     }
 
     /// Writes the keyspace changes and the applied metadata in one WriteBatch.
-    fn persist(&self, st: &mut SmState) -> Result<(), StorageError> {
+    fn persist(&self, st: &mut SmState) -> Result<()> {
         let changes = st.ks.take_changes(enc::<crate::state::Entry>);
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
@@ -167,7 +176,7 @@ impl StateMachine {
     }
 
     /// Replaces the whole persisted state with `st` (snapshot install), in one WriteBatch.
-    fn rewrite_all(&self, st: &SmState) -> Result<(), StorageError> {
+    fn rewrite_all(&self, st: &SmState) -> Result<()> {
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
             cf(&self.db, CF_FENCE)?,
@@ -198,7 +207,7 @@ impl StateMachine {
 }
 
 /// Reads the persisted script cache and budget.
-fn load_scripts(db: &DB) -> Result<(BTreeMap<String, Bytes>, u64), StorageError> {
+fn load_scripts(db: &DB) -> Result<(BTreeMap<String, Bytes>, u64)> {
     let mut scripts = BTreeMap::new();
     let mut budget = 0;
     for item in db.iterator_cf(cf(db, CF_SCRIPT)?, IteratorMode::Start) {
@@ -225,11 +234,10 @@ fn applied_meta(st: &SmState) -> AppliedMeta {
 }
 
 /// The metadata of the state at `st.last_applied`.
-fn snapshot_meta(st: &SmState) -> SnapshotMeta<NodeId, openraft::BasicNode> {
+fn snapshot_meta(st: &SmState) -> SnapshotMeta {
     SnapshotMeta {
         last_log_id: st.last_applied,
         last_membership: st.membership.clone(),
-        snapshot_id: snapshot::snapshot_id(st.last_applied),
     }
 }
 
@@ -239,35 +247,26 @@ pub struct SnapshotBuilder {
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    /// openraft 0.9 keeps only the metadata of a built snapshot (to purge the log behind it);
-    /// the data is produced by `get_current_snapshot` when a follower needs it, so it is
-    /// empty here.
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+    type SnapshotData = Vec<u8>;
+
+    /// openraft keeps only the metadata of a built snapshot (to purge the log behind it); the
+    /// data is produced by `get_current_snapshot` when a follower needs it, so it is empty
+    /// here.
+    async fn build_snapshot(&mut self) -> Result<Snapshot> {
         let meta = snapshot_meta(&*self.state.read().map_err(|_| poisoned())?);
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(Vec::new())),
+            snapshot: Vec::new(),
         })
     }
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachine {
-    type SnapshotBuilder = SnapshotBuilder;
-
-    async fn applied_state(
-        &mut self,
-    ) -> Result<(Option<LogId>, StoredMembership<NodeId, openraft::BasicNode>), StorageError> {
-        let st = self.state.read().map_err(|_| poisoned())?;
-        Ok((st.last_applied, st.membership.clone()))
-    }
-
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchReply>, StorageError>
-    where
-        I: IntoIterator<Item = Entry> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
+impl StateMachine {
+    /// Applies one run of entries under the state lock and persists them in one WriteBatch.
+    /// Returns each entry's reply, for the responders.
+    pub(crate) fn apply_run(&self, entries: Vec<Entry>) -> Result<Vec<BatchReply>> {
         let mut st = self.state.write().map_err(|_| poisoned())?;
-        let mut replies = Vec::new();
+        let mut replies = Vec::with_capacity(entries.len());
         for entry in entries {
             let next = st.last_applied.map_or(0, |l| l.index + 1);
             if entry.log_id.index < next {
@@ -294,6 +293,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             match entry.payload {
                 EntryPayload::Blank => replies.push(BatchReply::default()),
                 EntryPayload::Normal(batch) => {
+                    st.applied_entries += 1;
+                    st.applied_commands += batch.cmds.len() as u64;
                     let before = st.ks.stored_len();
                     let reply = apply_batch(&mut st.ks, entry.log_id.leader_id.term, &batch);
                     if batch
@@ -318,6 +319,54 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
         Ok(replies)
     }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = Vec<u8>;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership)> {
+        let st = self.state.read().map_err(|_| poisoned())?;
+        Ok((st.last_applied, st.membership.clone()))
+    }
+
+    /// Applies what openraft has ready in runs of up to [`APPLY_CHUNK`] entries, each run
+    /// persisted in one WriteBatch before its replies are sent (so that a client never sees
+    /// a reply the state machine has not written).
+    async fn apply<Strm>(&mut self, entries: Strm) -> Result<()>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>>> + Unpin + OptionalSend,
+    {
+        let mut runs = entries.ready_chunks(APPLY_CHUNK);
+        while let Some(run) = runs.next().await {
+            let mut batch = Vec::with_capacity(run.len());
+            let mut responders: Vec<Option<ApplyResponder<TypeConfig>>> =
+                Vec::with_capacity(run.len());
+            let mut failed = None;
+            for item in run {
+                match item {
+                    Ok((entry, responder)) => {
+                        batch.push(entry);
+                        responders.push(responder);
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let replies = self.apply_run(batch)?;
+            for (responder, reply) in responders.into_iter().zip(replies) {
+                if let Some(r) = responder {
+                    r.send(reply);
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         SnapshotBuilder {
@@ -325,15 +374,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, data: Vec<u8>) -> Result<()> {
         if let Some(ms) = self.test_install_delay_ms {
             tracing::warn!(ms, "test hook: delaying a snapshot install");
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
@@ -346,14 +387,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             tracing::warn!(snapshot = %meta, ?applied, "keeping the newer state instead of an older snapshot");
             return Ok(());
         }
-        let data = snapshot.into_inner();
         let (header, ks) = snapshot::decode(&data)?;
         if header.last_applied != meta.last_log_id {
-            return Err(StorageIOError::read_snapshot(
-                Some(meta.signature()),
-                AnyError::error("snapshot image and metadata disagree on last_applied"),
-            )
-            .into());
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "snapshot image and metadata disagree on last_applied",
+            ));
         }
         let mut st = self.state.write().map_err(|_| poisoned())?;
         st.ks = ks;
@@ -367,7 +406,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     /// The applied state, encoded from a RocksDB snapshot taken under the state lock (so it
     /// is exactly the state at `last_applied`); `None` before anything is applied.
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>> {
         let (db_snap, meta, header) = {
             let st = self.state.read().map_err(|_| poisoned())?;
             if st.last_applied.is_none() {
@@ -387,7 +426,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot::encode(&self.db, &db_snap, &header)?;
         Ok(Some(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: data,
         }))
     }
 }

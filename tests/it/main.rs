@@ -26,3 +26,5 @@ mod scripting;
 mod seed_scenario;
 mod transactions;
 mod types;
+mod upgrade;
+mod write_path;

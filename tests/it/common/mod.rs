@@ -537,6 +537,20 @@ pub fn proc_state(pid: u32) -> Option<char> {
     after.trim_start().chars().next()
 }
 
+/// Copies the files of directory `from` (recursively) into `to`, which is created.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("read the directory to copy") {
+        let entry = entry.expect("directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
+}
+
 /// A running Palisade server on free ports with its own temporary data directory.
 /// Dropping it kills the process (SIGKILL) and removes the directory.
 pub struct Server {
@@ -555,20 +569,52 @@ impl Server {
 
     /// Starts a server with extra command-line flags (e.g. `--proto-max-bulk-len 1024`).
     pub fn start_with(extra: &[&str]) -> Server {
+        let mut s = Self::prepare(extra);
+        s.spawn();
+        s
+    }
+
+    /// Starts a server on a copy of the data directory `fixture` (left unchanged).
+    pub fn start_on_copy_of(fixture: &Path, extra: &[&str]) -> Server {
+        let s = Self::prepare(extra);
+        copy_dir(fixture, &s.data_dir());
+        s.started()
+    }
+
+    /// Like [`Server::start_on_copy_of`], but expects the server to refuse the directory:
+    /// returns what it logged before it exited.
+    pub fn refused_copy_of(fixture: &Path) -> String {
+        let s = Self::prepare(&[]);
+        copy_dir(fixture, &s.data_dir());
+        let status = Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(["--bind", "127.0.0.1", "--port", &s.port.to_string()])
+            .args(["--peer-port", &s.peer_port.to_string(), "--dir"])
+            .arg(s.data_dir())
+            .output()
+            .expect("run palisade");
+        assert!(!status.status.success(), "palisade accepted the directory");
+        String::from_utf8_lossy(&status.stderr).into_owned()
+            + &String::from_utf8_lossy(&status.stdout)
+    }
+
+    fn started(mut self) -> Server {
+        self.spawn();
+        self
+    }
+
+    fn prepare(extra: &[&str]) -> Server {
         let root = tempfile::Builder::new()
             .prefix("palisade-it-")
             .tempdir()
             .expect("tempdir");
         let ports = free_ports(2);
-        let mut s = Server {
+        Server {
             child: None,
             port: ports[0],
             peer_port: ports[1],
             root,
             extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        s.spawn();
-        s
+        }
     }
 
     fn spawn(&mut self) {

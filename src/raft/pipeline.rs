@@ -1,0 +1,222 @@
+//! Pipelined AppendEntries: openraft's replication hands a stream of requests to
+//! `stream_append`, and each gets its own connection on which requests go out as soon as
+//! openraft produces them, without waiting for the previous answer. The receiver feeds them
+//! to its Raft in order (`Raft::stream_append`) and answers each, in order, once its log has
+//! synced it. So an entry never waits for the round trip of the one before it, and a
+//! follower's one fsync can cover several appends.
+//!
+//! Timeouts: while answers are owed, one must arrive within the RPC's soft TTL of the last
+//! one (or of the first request owed); an idle stream waits without limit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::stream::{SplitSink, SplitStream};
+use futures::{SinkExt, Stream, StreamExt};
+use openraft::raft::{AppendEntriesRequest, StreamAppendResult};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::network::{
+    network_err, remote_failed, unreachable, PeerClient, PeerContext, RpcErr, CONNECT_TIMEOUT,
+};
+use super::protocol::{PeerConn, PeerError, PeerFramed, PeerRequest, PeerResponse};
+use super::{NodeId, TypeConfig};
+
+/// What the writer has done, for the reader.
+#[derive(Debug, Default, Clone)]
+struct Progress {
+    /// Requests handed to the connection.
+    sent: u64,
+    /// The input has ended: once every answer is in, so does the output.
+    done: bool,
+    /// The writer stopped on an error.
+    failed: Option<String>,
+}
+
+/// Aborts the writer task when the output stream is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The reading half and its bookkeeping.
+struct Reader {
+    source: SplitStream<PeerFramed>,
+    progress: watch::Receiver<Progress>,
+    writer_gone: bool,
+    received: u64,
+    /// Since when an answer has been owed without one arriving.
+    owed_since: Option<Instant>,
+    ttl: Duration,
+    finished: bool,
+    _writer: AbortOnDrop,
+}
+
+type Item = Result<StreamAppendResult<TypeConfig>, RpcErr>;
+
+/// Opens an append stream to `client`'s target and starts sending `input` on it.
+pub(super) async fn open<S>(
+    client: &PeerClient,
+    input: S,
+    ttl: Duration,
+) -> Result<impl Stream<Item = Item> + Send + 'static, RpcErr>
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+{
+    if let Some(e) = client.cut() {
+        return Err(unreachable(&e));
+    }
+    let mut conn = PeerConn::connect(&client.addr, CONNECT_TIMEOUT.min(ttl))
+        .await
+        .map_err(|e| unreachable(&e))?;
+    let open = client.ctx.envelope(client.target, PeerRequest::OpenStream);
+    match conn.call(&open, ttl).await {
+        Ok(PeerResponse::StreamOpened) => {}
+        Ok(_) => {
+            return Err(network_err(&PeerError::Io(
+                "unexpected answer to an append stream".into(),
+            )))
+        }
+        Err(e) => return Err(network_err(&e)),
+    }
+    let (sink, source) = conn.into_framed().split();
+    let (tx, progress) = watch::channel(Progress::default());
+    let writer = tokio::spawn(write_loop(
+        input,
+        sink,
+        client.ctx.clone(),
+        client.target,
+        tx,
+    ));
+    let reader = Reader {
+        source,
+        progress,
+        writer_gone: false,
+        received: 0,
+        owed_since: None,
+        ttl,
+        finished: false,
+        _writer: AbortOnDrop(writer),
+    };
+    Ok(futures::stream::unfold(reader, next_item))
+}
+
+/// Sends every request of `input` as soon as it is produced.
+async fn write_loop<S>(
+    mut input: S,
+    mut sink: SplitSink<PeerFramed, Bytes>,
+    ctx: Arc<PeerContext>,
+    target: NodeId,
+    progress: watch::Sender<Progress>,
+) where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
+{
+    let fail = |why: String| progress.send_modify(|p| p.failed = Some(why));
+    while let Some(req) = input.next().await {
+        if ctx.faults.is_dropped(target) {
+            return fail(format!("fault injection: link to node {target} cut"));
+        }
+        let delay = ctx.faults.delay_ms();
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let env = ctx.envelope(target, PeerRequest::Append(req));
+        let bytes = match postcard::to_allocvec(&env) {
+            Ok(b) => b,
+            Err(e) => return fail(format!("encode: {e}")),
+        };
+        // Counted before it is sent, so that the reader waits for its answer.
+        progress.send_modify(|p| p.sent += 1);
+        if let Err(e) = sink.send(Bytes::from(bytes)).await {
+            return fail(e.to_string());
+        }
+    }
+    progress.send_modify(|p| p.done = true);
+}
+
+/// The next answer, an error, or the end of the stream.
+async fn next_item(mut r: Reader) -> Option<(Item, Reader)> {
+    if r.finished {
+        return None;
+    }
+    loop {
+        let Progress { sent, done, failed } = r.progress.borrow_and_update().clone();
+        let owed = sent > r.received;
+        if !owed {
+            r.owed_since = None;
+            if let Some(why) = failed {
+                return r.fail(unreachable(&PeerError::Io(why)));
+            }
+            if done {
+                return None;
+            }
+        } else if r.owed_since.is_none() {
+            r.owed_since = Some(Instant::now());
+        }
+        let deadline = r.owed_since.map(|t| t + r.ttl);
+        tokio::select! {
+            frame = r.source.next() => return r.answer(frame, owed || !done),
+            changed = r.progress.changed(), if !r.writer_gone => {
+                // The writer has ended: what it last reported stays in the channel.
+                r.writer_gone = changed.is_err();
+            }
+            _ = sleep_until(deadline) => {
+                let ttl = r.ttl;
+                return r.fail(network_err(&PeerError::Io(format!("no append answer within {ttl:?}"))));
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or for ever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => futures::future::pending().await,
+    }
+}
+
+impl Reader {
+    fn fail(mut self, e: RpcErr) -> Option<(Item, Reader)> {
+        self.finished = true;
+        Some((Err(e), self))
+    }
+
+    /// Turns one received frame (or the end of the connection) into an item.
+    fn answer(
+        mut self,
+        frame: Option<Result<bytes::BytesMut, std::io::Error>>,
+        expecting: bool,
+    ) -> Option<(Item, Reader)> {
+        let bytes = match frame {
+            Some(Ok(b)) => b,
+            Some(Err(e)) => return self.fail(network_err(&PeerError::Io(e.to_string()))),
+            None if expecting => {
+                return self.fail(network_err(&PeerError::Io(
+                    "append stream closed by the peer".into(),
+                )))
+            }
+            None => return None,
+        };
+        self.received += 1;
+        self.owed_since = Some(Instant::now());
+        match postcard::from_bytes::<PeerResponse>(&bytes) {
+            Ok(PeerResponse::StreamItem(Ok(res))) => {
+                // A conflict or a higher vote ends the stream on both sides.
+                self.finished = res.is_err();
+                Some((Ok(res), self))
+            }
+            Ok(PeerResponse::StreamItem(Err(why))) => self.fail(remote_failed(why)),
+            Ok(PeerResponse::Rejected(why)) => self.fail(unreachable(&PeerError::Rejected(why))),
+            Ok(_) => self.fail(network_err(&PeerError::Io(
+                "unexpected answer on an append stream".into(),
+            ))),
+            Err(e) => self.fail(network_err(&PeerError::Io(format!("decode: {e}")))),
+        }
+    }
+}
