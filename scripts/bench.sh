@@ -14,6 +14,16 @@
 #   etcd-3           a 3-node etcd 3.4 cluster (Debian's etcd-server), clients on the leader's
 #                    client port through etcd's JSON gateway; cycle and hot workloads only
 #
+# palisade-bench prints, per target and client count, cycles/s, p50, p99 and the ratios to
+# redis-always, then a server-side table over the same timed runs, from the nodes' INFO
+# counters and /proc CPU times read before and after each run: commands per log entry and
+# log entries per fsync on the leader, entries per fsync on a follower, and CPU ms per 1,000
+# cycles of all the target's nodes ("-" where a target does not report a figure).
+# When palisade-3 (or -5) and redis-always both run, redis-benchmark (from redis-tools) then
+# measures them a second, independent way: `SET key:... v NX PX 10000` and `GET key:...` on
+# 100,000 random keys, 16 and 64 connections, through the cluster's leader, through a
+# follower, and on redis-always; req/s, p50, p99 and the ratio to redis-always.
+#
 # Options of the comparison:
 #   --targets LIST   some of palisade-3,palisade-1,redis-always,redis-everysec,etcd-3 (default:
 #                    all; etcd-3 only for the cycle and hot workloads, and if etcd installs)
@@ -22,8 +32,13 @@
 #   --rounds R       rounds; the targets alternate within each round (default 3)
 #   --workload W     cycle, hot, read or pipeline (default cycle)
 #   --nodes 3|5      size of the Palisade cluster (default 3)
+#   --redis-benchmark N
+#                    requests per redis-benchmark SET run, twice as many per GET run (reads
+#                    are faster; a run takes seconds either way); default 50000, --quick
+#                    10000; 0 skips redis-benchmark
 #   --out DIR        output directory (default $CARGO_TARGET_DIR/bench): bench.json,
-#                    bench-clients.png, bench.txt, env.txt; memory.txt and memory-*.json
+#                    bench-clients.png, bench.txt, env.txt, redis-benchmark.txt (and its
+#                    stderr in redis-benchmark.log); memory.txt and memory-*.json
 #
 # It installs what it needs (a C/C++ toolchain and libclang for RocksDB, redis-server, and for
 # etcd-3 etcd-server and curl), builds the release binaries, starts everything on free loopback
@@ -32,7 +47,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-TARGETS="" CLIENTS="" DURATION="" ROUNDS=""
+TARGETS="" CLIENTS="" DURATION="" ROUNDS="" RB_REQUESTS=""
 WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -42,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --workload) WORKLOAD="$2"; shift 2 ;;
     --nodes) NODES="$2"; shift 2 ;;
+    --redis-benchmark) RB_REQUESTS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --memory)
@@ -49,7 +65,8 @@ while [[ $# -gt 0 ]]; do
         if [[ $# -gt 1 && "$2" =~ ^[0-9]+$ ]]; then MEMORY="$2"; shift; fi
         shift
         ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    # The comment block at the top of this file, up to `set -euo pipefail`.
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see scripts/bench.sh --help)" ;;
     esac
 done
@@ -57,9 +74,12 @@ done
 # --quick changes the defaults only: `--quick --clients 4` runs 4 clients for 2 s.
 if [[ -n "$QUICK" ]]; then
     CLIENTS="${CLIENTS:-1,16}" DURATION="${DURATION:-2}" ROUNDS="${ROUNDS:-1}"
+    RB_REQUESTS="${RB_REQUESTS:-10000}"
 else
     CLIENTS="${CLIENTS:-1,4,16,64}" DURATION="${DURATION:-5}" ROUNDS="${ROUNDS:-3}"
+    RB_REQUESTS="${RB_REQUESTS:-50000}"
 fi
+[[ "$RB_REQUESTS" =~ ^[0-9]+$ ]] || die "--redis-benchmark takes a request count (0 to skip)"
 
 OUT="${OUT:-$CARGO_TARGET_DIR/bench}"
 mkdir -p "$OUT"
@@ -394,25 +414,119 @@ if [[ -n "$MEMORY" ]]; then
     exit 0
 fi
 
+# --- redis-benchmark -----------------------------------------------------------------------
+
+# redis-benchmark ships with redis-tools, which ensure_redis installs with redis-cli; true if
+# it runs, with a warning if not.
+ensure_redis_benchmark() {
+    command -v redis-benchmark >/dev/null 2>&1 || (apt_install redis-tools) || true
+    if ! redis-benchmark --version >/dev/null 2>&1; then
+        log "warning: redis-benchmark is not available (apt-get install redis-tools); no second load generator"
+        return 1
+    fi
+}
+
+# rb_parse: "rps p50 p99" from redis-benchmark --csv on stdin, the columns found by their
+# names in the header (Redis 7); without a header (Redis 6: "test","rps"), p50 and p99 are "-".
+rb_parse() {
+    tr -d '\r' | awk -F, '
+        function col(name) { return (name in at) ? $at[name] : "-" }
+        !/^"/ { next }
+        { gsub(/"/, "") }
+        $1 == "test" { for (i = 1; i <= NF; i++) at[$i] = i; next }
+        "rps" in at { print col("rps"), col("p50_latency_ms"), col("p99_latency_ms"); found = 1; exit }
+        NF >= 2 { print $2, "-", "-"; found = 1; exit }
+        END { if (!found) exit 1 }'
+}
+
+# rb_once NAME PORT COMMAND CONNECTIONS: one redis-benchmark run on 100,000 random keys, of
+# RB_REQUESTS SETs or twice as many GETs; prints "rps p50 p99", or "failed - -" (the reason
+# goes to redis-benchmark.log). Redis 7's redis-benchmark stops at the first error reply, so a
+# completed run means every reply was a success. The keys are per target and connection
+# count, so that no run's SET NX meets the keys another run left behind (for 10 s).
+rb_once() {
+    local name="$1" port="$2" cmd="$3" c="$4" key out requests="$RB_REQUESTS"
+    key="key:$name-$c:__rand_int__"
+    local argv=(SET "$key" v NX PX 10000)
+    if [[ "$cmd" == GET ]]; then argv=(GET "$key") requests=$((2 * RB_REQUESTS)); fi
+    printf '== %s %s -c %s: redis-benchmark -p %s ... %s\n' "$name" "$cmd" "$c" "$port" "${argv[*]}" \
+        >>"$OUT/redis-benchmark.log"
+    # A timeout: redis-benchmark spins forever on a port that refuses connections.
+    if out="$(timeout 300 redis-benchmark -h 127.0.0.1 -p "$port" -c "$c" -n "$requests" \
+        -r 100000 --csv "${argv[@]}" 2>>"$OUT/redis-benchmark.log")" &&
+        printf '%s\n' "$out" | rb_parse; then
+        return
+    fi
+    printf '%s\n' "$out" >>"$OUT/redis-benchmark.log"
+    log "warning: redis-benchmark $cmd -c $c on $name failed; see $OUT/redis-benchmark.log"
+    echo "failed - -"
+}
+
+# The redis-benchmark table: SET NX PX and GET at 16 and 64 connections, on the cluster
+# through its leader and through a follower (found with `cluster leader` now: leadership may
+# have moved since the cluster started), and on redis-always; targets alternate per command
+# and connection count, as in palisade-bench's rounds.
+redis_benchmark_run() {
+    local leader follower n c cmd t r rps p50 p99 ref
+    leader="$(cluster leader 2>/dev/null)" || die "redis-benchmark: the cluster has no leader"
+    for n in $(seq 1 "$NODES"); do
+        if [[ "$n" != "$leader" ]]; then follower="$n" && break; fi
+    done
+    local names=("palisade-$NODES-leader" "palisade-$NODES-follower" redis-always)
+    local ports=("$(node_port "$leader")" "$(node_port "$follower")" "$ALWAYS_PORT")
+    log "redis-benchmark $(redis-benchmark --version | awk '{ print $2 }'), $RB_REQUESTS SETs or $((2 * RB_REQUESTS)) GETs per run: leader node $leader (port ${ports[0]}), follower node $follower (port ${ports[1]}), redis-always (port $ALWAYS_PORT)"
+    declare -A result=()
+    for c in 16 64; do
+        for cmd in SET GET; do
+            for t in 0 1 2; do
+                result["$t $cmd $c"]="$(rb_once "${names[t]}" "${ports[t]}" "$cmd" "$c")"
+            done
+        done
+    done
+    echo
+    # In the table too, which is what gets read later.
+    [[ "$(cluster leader 2>/dev/null || true)" == "$leader" ]] ||
+        echo "WARNING: the leader changed during these runs: the leader and follower rows are mixed"
+    printf 'redis-benchmark, %s SETs (SET key v NX PX 10000) or %s GETs per run, 100,000 random keys:\n' \
+        "$RB_REQUESTS" "$((2 * RB_REQUESTS))"
+    printf '%-24s %-4s %5s %10s %8s %8s %8s\n' target cmd conns "req/s" "p50 ms" "p99 ms" "/ref"
+    for c in 16 64; do
+        for cmd in SET GET; do
+            ref="${result["2 $cmd $c"]%% *}"
+            for t in 0 1 2; do
+                read -r rps p50 p99 <<<"${result["$t $cmd $c"]}"
+                r="$(awk -v a="$rps" -v b="$ref" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')"
+                printf '%-24s %-4s %5s %10s %8s %8s %8s\n' "${names[t]}" "$cmd" "$c" "$rps" "$p50" "$p99" "$r"
+            done
+        done
+    done
+    printf '(ref = redis-always, same command and connection count)\n'
+}
+
 # --- the comparison ------------------------------------------------------------------------
 
 machine | tee "$OUT/env.txt"
 args=()
+HAVE_CLUSTER="" HAVE_ALWAYS=""
 IFS=, read -r -a wanted <<<"$TARGETS"
 for t in "${wanted[@]}"; do
     case "$t" in
     palisade-3 | palisade-5 | cluster)
         port="$(start_cluster)"
         log "palisade-$NODES: $NODES-node cluster, leader on port $port"
-        args+=(--target "palisade-$NODES=palisade@127.0.0.1:$port")
+        members=""
+        for n in $(seq 1 "$NODES"); do members+="${members:+,}127.0.0.1:$(node_port "$n")"; done
+        args+=(--target "palisade-$NODES=palisade@127.0.0.1:$port" --members "palisade-$NODES=$members")
+        HAVE_CLUSTER=1
         ;;
     palisade-1 | single)
         start_single "$SINGLE_PORT"
-        args+=(--target "palisade-1=palisade@127.0.0.1:$SINGLE_PORT")
+        args+=(--target "palisade-1=palisade@127.0.0.1:$SINGLE_PORT" --members "palisade-1=127.0.0.1:$SINGLE_PORT")
         ;;
     redis-always | always)
         start_redis redis-always "$ALWAYS_PORT" always
         args+=(--target "redis-always=redis@127.0.0.1:$ALWAYS_PORT")
+        HAVE_ALWAYS=1
         ;;
     redis-everysec | everysec)
         start_redis redis-everysec "$EVERYSEC_PORT" everysec
@@ -431,5 +545,14 @@ args+=(--clients "$CLIENTS" --duration "$DURATION" --rounds "$ROUNDS" --workload
     --json "$OUT/bench.json" --plot "$OUT/bench-clients.png" --title "$title")
 log "palisade-bench ${args[*]}"
 "$BIN/palisade-bench" "${args[@]}" | tee "$OUT/bench.txt"
+wrote="$OUT/bench.txt, $OUT/bench.json, $OUT/bench-clients.png"
+if [[ -n "$HAVE_CLUSTER" && -n "$HAVE_ALWAYS" && "$RB_REQUESTS" -gt 0 ]]; then
+    if ensure_redis_benchmark; then
+        redis_benchmark_run | tee "$OUT/redis-benchmark.txt"
+        wrote+=", $OUT/redis-benchmark.txt"
+    fi
+elif [[ "$RB_REQUESTS" -gt 0 ]]; then
+    log "no redis-benchmark run: it needs the palisade-$NODES and redis-always targets"
+fi
 printf 'load average after the run: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
-log "wrote $OUT/bench.txt, $OUT/bench.json, $OUT/bench-clients.png and $OUT/env.txt"
+log "wrote $wrote and $OUT/env.txt"

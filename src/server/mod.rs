@@ -78,8 +78,8 @@ pub struct Shared {
     pub sync: Arc<crate::store::log::SyncStats>,
 }
 
-/// Environment switch for openraft's `broadcast_submitted_on_append` ("1" turns it on); a
-/// benchmark knob, see docs/performance.md.
+/// Environment switch for openraft's `broadcast_submitted_on_append` (on unless this is "0");
+/// a benchmark knob, see docs/performance.md.
 pub const BROADCAST_SUBMITTED_ENV: &str = "PALISADE_BROADCAST_SUBMITTED";
 
 /// The INFO/RAFT.INFO name of a Raft server state.
@@ -202,7 +202,7 @@ impl Server {
             peers: config.peers.clone(),
             join: config.join,
             lose_unsynced_writes: config.test_lose_unsynced_writes,
-            broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).is_ok_and(|v| v == "1"),
+            broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).map_or(true, |v| v != "0"),
         };
         // Bind first: a port conflict should fail before Raft touches the data directory.
         let listener = TcpListener::bind((config.bind.as_str(), config.port))

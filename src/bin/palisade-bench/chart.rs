@@ -218,6 +218,7 @@ mod tests {
             p99_ratio: None,
             errors: 0,
             busy: 0,
+            ..Summary::default()
         };
         let rows = vec![
             row("a", 1, 100.0, 1.0),

@@ -3,15 +3,19 @@
 //! ```text
 //! palisade-bench --target palisade=palisade@127.0.0.1:6379 --target redis-always=redis@127.0.0.1:7000 \
 //!     --target etcd-3=etcd@127.0.0.1:2379 \
-//!     --clients 1,4,16,64 --duration 10 --rounds 3 --workload cycle [--json out.json] [--plot out.png]
+//!     --clients 1,4,16,64 --duration 10 --rounds 3 --workload cycle [--json out.json] [--plot out.png] \
+//!     [--members palisade=127.0.0.1:6379,127.0.0.1:6380,127.0.0.1:6381]
 //! palisade-bench --workload load --locks 1000000 --target p=palisade@127.0.0.1:6379
 //! ```
 //!
 //! For each client count, it alternates the targets round by round (so that drift in the
 //! machine's state hits all alike), prints per-round figures, then one table of medians with
-//! ratios to the reference target at the same client count. `load` acquires N distinct
-//! long-lived locks with deep pipelining and prints locks/s. etcd targets run the cycle and hot
-//! workloads only.
+//! ratios to the reference target at the same client count. For RESP targets it also reads
+//! each member node's INFO counters and CPU time just before and after every timed run, and
+//! prints a second table of what the differences say: commands per log entry and entries per
+//! fsync (Palisade), CPU ms per 1,000 cycles (all nodes of the target). `load` acquires N
+//! distinct long-lived locks with deep pipelining and prints locks/s. etcd targets run the
+//! cycle and hot workloads only.
 
 mod chart;
 mod client;
@@ -19,6 +23,7 @@ mod etcd;
 mod load;
 mod progress;
 mod report;
+mod stats;
 mod workload;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +37,7 @@ use serde::Serialize;
 
 use client::Client;
 use report::{RoundResult, Summary};
+use stats::RunStats;
 use workload::{Conn, Kind, Worker, Workload, RELEASE};
 
 #[derive(Parser, Debug)]
@@ -45,6 +51,11 @@ struct Args {
     /// port; cycle and hot workloads only). Repeat to compare.
     #[arg(long = "target", required_unless_present = "replot")]
     targets: Vec<String>,
+    /// The nodes of target NAME, as NAME=HOST:PORT,HOST:PORT,... (client ports), whose INFO
+    /// counters and CPU time (/proc, loopback nodes only) are read before and after each timed
+    /// run. Repeat per target. Default for a palisade or redis target: its own address.
+    #[arg(long = "members")]
+    members: Vec<String>,
     /// Concurrent clients (connections): one count or a list such as 1,4,16,64. Every target
     /// runs at every count. The load workload uses the first count as its connection count.
     #[arg(long, default_value = "16")]
@@ -94,6 +105,8 @@ struct Target {
     #[serde(serialize_with = "kind_name")]
     kind: Kind,
     addr: String,
+    /// The nodes whose counters are read around each timed run (none for etcd).
+    members: Vec<String>,
 }
 
 fn kind_name<S: serde::Serializer>(k: &Kind, s: S) -> Result<S::Ok, S::Error> {
@@ -117,15 +130,37 @@ fn parse_target(s: &str) -> anyhow::Result<Target> {
         "etcd" => Kind::Etcd,
         other => bail!("unknown target kind {other:?} (palisade, redis or etcd)"),
     };
+    let members = match kind {
+        Kind::Etcd => vec![],
+        Kind::Palisade | Kind::Redis => vec![addr.to_string()],
+    };
     Ok(Target {
         name: name.into(),
         kind,
         addr: addr.into(),
+        members,
     })
 }
 
+/// Applies the --members options to `targets`.
+fn set_members(targets: &mut [Target], options: &[String]) -> anyhow::Result<()> {
+    for o in options {
+        let (name, members) = stats::parse_members(o).map_err(anyhow::Error::msg)?;
+        let t = targets
+            .iter_mut()
+            .find(|t| t.name == name)
+            .with_context(|| format!("--members {o:?}: {name:?} is not a target name"))?;
+        if t.kind == Kind::Etcd {
+            bail!("--members {o:?}: {name} is an etcd target, which has no INFO counters");
+        }
+        t.members = members;
+    }
+    Ok(())
+}
+
 /// Runs `clients` workers against `t` for `args.duration` seconds. `run` numbers the runs of
-/// the whole invocation, so that no two runs share keys.
+/// the whole invocation, so that no two runs share keys. The members' counters are read just
+/// before the workers start and just after the last one ends; `ticks` is /proc's clock rate.
 async fn run_round(
     t: &Target,
     args: &Args,
@@ -133,6 +168,7 @@ async fn run_round(
     clients: usize,
     round: usize,
     run: usize,
+    ticks: u64,
 ) -> anyhow::Result<RoundResult> {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.duration);
@@ -146,6 +182,7 @@ async fn run_round(
     }
     // An etcd client's lease must outlast the round, also when a slow target makes it overrun.
     let lease_secs = args.duration + 60;
+    let before = stats::sample(&t.members).await;
     let mut tasks = Vec::new();
     for id in 0..clients {
         let (addr, done, sha) = (t.addr.clone(), done.clone(), sha.clone());
@@ -191,6 +228,7 @@ async fn run_round(
     drop(progress);
     let secs = started.elapsed().as_secs_f64();
     let ops = done.load(Ordering::Relaxed);
+    let after = stats::sample(&t.members).await;
     Ok(RoundResult {
         target: t.name.clone(),
         round: round + 1,
@@ -204,6 +242,7 @@ async fn run_round(
         p90_us: hist.value_at_quantile(0.90),
         p99_us: hist.value_at_quantile(0.99),
         max_us: hist.max(),
+        server: RunStats::between(&t.members, &before, &after, ticks),
     })
 }
 
@@ -284,11 +323,13 @@ async fn main() -> anyhow::Result<()> {
             .save(plot)
             .with_context(|| format!("writing {}", plot.display()));
     }
-    let targets = args
+    let mut targets = args
         .targets
         .iter()
         .map(|s| parse_target(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    set_members(&mut targets, &args.members)?;
+    let ticks = stats::ticks_per_sec();
     let clients = report::parse_clients(&args.clients).map_err(anyhow::Error::msg)?;
     let etcd = targets.iter().find(|t| t.kind == Kind::Etcd);
     let workload = match (args.workload.as_str(), etcd) {
@@ -322,7 +363,7 @@ async fn main() -> anyhow::Result<()> {
     for &n in &clients {
         for round in 0..args.rounds {
             for t in &targets {
-                let r = run_round(t, &args, workload, n, round, run)
+                let r = run_round(t, &args, workload, n, round, run, ticks)
                     .await
                     .with_context(|| format!("target {}", t.name))?;
                 run += 1;
@@ -354,6 +395,10 @@ async fn main() -> anyhow::Result<()> {
         args.workload, args.duration, args.rounds
     );
     print!("{}", report::table(&summary, reference, unit));
+    if report::has_server_figures(&summary) {
+        println!("\nserver side, over the same timed runs:");
+        print!("{}", report::server_table(&summary, unit));
+    }
     if let Some(path) = &args.json {
         write_json(
             path,

@@ -1,7 +1,9 @@
 //! The pure part of the benchmark: the client list, per-round results, medians over rounds,
-//! ratios to the reference target, and the summary table.
+//! ratios to the reference target, and the summary tables.
 
 use serde::{Deserialize, Serialize};
+
+use crate::stats::RunStats;
 
 /// One round's result for one target at one client count.
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -30,10 +32,12 @@ pub struct RoundResult {
     pub p99_us: u64,
     /// Maximum, µs.
     pub max_us: u64,
+    /// What the target's nodes did during the round (counter differences).
+    pub server: RunStats,
 }
 
 /// The medians over the rounds of one target at one client count.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Summary {
     /// Target name.
     pub target: String,
@@ -55,6 +59,20 @@ pub struct Summary {
     pub errors: u64,
     /// Refused lock attempts, summed over the rounds.
     pub busy: u64,
+    /// Commands per log entry on the leader. This and the next three are ratios of the
+    /// counter differences summed over the rounds that have them; None where the target
+    /// does not report them.
+    #[serde(default)]
+    pub commands_per_entry: Option<f64>,
+    /// Log entries per fsync on the leader.
+    #[serde(default)]
+    pub entries_per_fsync_leader: Option<f64>,
+    /// Log entries per fsync on one follower.
+    #[serde(default)]
+    pub entries_per_fsync_follower: Option<f64>,
+    /// CPU ms of all the target's nodes per 1,000 cycles (or operations).
+    #[serde(default)]
+    pub cpu_ms_per_1k: Option<f64>,
 }
 
 /// Parses a client-count list such as `1,4,16,64` (one number is a list of one). Counts must
@@ -91,6 +109,41 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| a / b)
 }
 
+/// `sum(numerators) / sum(denominators)` over the pairs that have both; None if none has, or
+/// the denominators sum to 0.
+pub fn summed_ratio(pairs: impl Iterator<Item = (Option<f64>, Option<f64>)>) -> Option<f64> {
+    let mut seen = false;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (n, d) in pairs {
+        if let (Some(n), Some(d)) = (n, d) {
+            (seen, num, den) = (true, num + n, den + d);
+        }
+    }
+    if seen {
+        ratio(num, den)
+    } else {
+        None
+    }
+}
+
+/// The server-side figures of some rounds of one target at one client count:
+/// commands/entry, entries/fsync on the leader and on the follower, CPU ms per 1,000 ops.
+fn server_figures(mine: &[&RoundResult]) -> [Option<f64>; 4] {
+    let sum = |f: fn(&RoundResult) -> (Option<u64>, Option<u64>)| {
+        summed_ratio(mine.iter().map(|r| {
+            let (n, d) = f(r);
+            (n.map(|n| n as f64), d.map(|d| d as f64))
+        }))
+    };
+    [
+        sum(|r| (r.server.leader_commands, r.server.leader_entries)),
+        sum(|r| (r.server.leader_entries_synced, r.server.leader_syncs)),
+        sum(|r| (r.server.follower_entries_synced, r.server.follower_syncs)),
+        summed_ratio(mine.iter().map(|r| (r.server.cpu_ms, Some(r.ops as f64))))
+            .map(|x| x * 1000.0),
+    ]
+}
+
 /// One summary row per (client count, target), in that order, with ratios to `reference`
 /// at the same client count. Pairs without results are left out.
 pub fn summarize(
@@ -110,6 +163,8 @@ pub fn summarize(
             if mine.is_empty() {
                 continue;
             }
+            let [commands_per_entry, leader_fsync, follower_fsync, cpu_ms_per_1k] =
+                server_figures(&mine);
             group.push(Summary {
                 target: t.clone(),
                 clients: n,
@@ -121,6 +176,10 @@ pub fn summarize(
                 p99_ratio: None,
                 errors: mine.iter().map(|r| r.errors).sum(),
                 busy: mine.iter().map(|r| r.busy).sum(),
+                commands_per_entry,
+                entries_per_fsync_leader: leader_fsync,
+                entries_per_fsync_follower: follower_fsync,
+                cpu_ms_per_1k,
             });
         }
         if let Some(base) = group.iter().find(|s| s.target == reference).cloned() {
@@ -141,12 +200,7 @@ fn fmt_ratio(r: Option<f64>) -> String {
 /// The summary table: one row per target and client count, a blank line between client
 /// counts, ratios to `reference` in the last two columns.
 pub fn table(rows: &[Summary], reference: &str, unit: &str) -> String {
-    let width = rows
-        .iter()
-        .map(|r| r.target.len())
-        .chain([6])
-        .max()
-        .unwrap_or(6);
+    let width = target_width(rows);
     let mut out = format!(
         "{:<width$} {:>7} {:>11} {:>8} {:>8} {:>10} {:>10} {:>7}\n",
         "target",
@@ -158,11 +212,8 @@ pub fn table(rows: &[Summary], reference: &str, unit: &str) -> String {
         "p99/ref",
         "errors"
     );
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 && rows[i - 1].clients != r.clients {
-            out.push('\n');
-        }
-        out.push_str(&format!(
+    out.push_str(&by_client_count(rows, |r| {
+        format!(
             "{:<width$} {:>7} {:>11.0} {:>8.2} {:>8.2} {:>10} {:>10} {:>7}\n",
             r.target,
             r.clients,
@@ -172,11 +223,81 @@ pub fn table(rows: &[Summary], reference: &str, unit: &str) -> String {
             fmt_ratio(r.ratio),
             fmt_ratio(r.p99_ratio),
             r.errors
-        ));
-    }
+        )
+    }));
     out.push_str(&format!(
         "(medians over rounds; ref = {reference} at the same client count)\n"
     ));
+    out
+}
+
+/// The width of the target column: the longest name, at least "target".
+fn target_width(rows: &[Summary]) -> usize {
+    rows.iter()
+        .map(|r| r.target.len())
+        .chain([6])
+        .max()
+        .unwrap_or(6)
+}
+
+/// One line per row, with a blank line between client counts.
+fn by_client_count(rows: &[Summary], line: impl Fn(&Summary) -> String) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        if i > 0 && rows[i - 1].clients != r.clients {
+            out.push('\n');
+        }
+        out.push_str(&line(r));
+    }
+    out
+}
+
+fn fmt_figure(x: Option<f64>, decimals: usize) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.decimals$}"))
+}
+
+/// True if some row has a server-side figure (else [`server_table`] would be all dashes).
+pub fn has_server_figures(rows: &[Summary]) -> bool {
+    rows.iter().any(|r| {
+        [
+            r.commands_per_entry,
+            r.entries_per_fsync_leader,
+            r.entries_per_fsync_follower,
+            r.cpu_ms_per_1k,
+        ]
+        .iter()
+        .any(Option::is_some)
+    })
+}
+
+/// The server-side table: per target and client count, commands per log entry on the
+/// leader, entries per fsync on the leader and on one follower, and CPU ms of all the
+/// target's nodes per 1,000 `unit`; "-" where the target does not report a figure.
+pub fn server_table(rows: &[Summary], unit: &str) -> String {
+    let width = target_width(rows);
+    let cpu = format!("cpu ms/1k {unit}");
+    let mut out = format!(
+        "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17}\n",
+        "target", "clients", "cmds/entry", "entries/fsync", "entries/fsync", cpu
+    );
+    out.push_str(&format!(
+        "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17}\n",
+        "", "", "(leader)", "(leader)", "(a follower)", "(all nodes)"
+    ));
+    out.push_str(&by_client_count(rows, |r| {
+        format!(
+            "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17}\n",
+            r.target,
+            r.clients,
+            fmt_figure(r.commands_per_entry, 2),
+            fmt_figure(r.entries_per_fsync_leader, 2),
+            fmt_figure(r.entries_per_fsync_follower, 2),
+            fmt_figure(r.cpu_ms_per_1k, 1),
+        )
+    }));
+    out.push_str(
+        "(counter differences over the timed runs, summed over rounds; - = not reported)\n",
+    );
     out
 }
 
@@ -220,6 +341,7 @@ mod tests {
             p90_us: p99_us,
             p99_us,
             max_us: p99_us,
+            server: RunStats::default(),
         }
     }
 
@@ -333,5 +455,110 @@ mod tests {
             .nth(5),
             Some("-")
         );
+    }
+
+    #[test]
+    fn summed_ratio_sums_before_dividing_and_skips_gaps() {
+        let pairs = [(Some(10.0), Some(1.0)), (Some(30.0), Some(9.0))];
+        assert_eq!(
+            summed_ratio(pairs.into_iter()),
+            Some(4.0),
+            "40/10, not the mean of 10 and 3.3"
+        );
+        let gaps = [
+            (Some(10.0), None),
+            (None, Some(5.0)),
+            (Some(6.0), Some(3.0)),
+        ];
+        assert_eq!(summed_ratio(gaps.into_iter()), Some(2.0));
+        assert_eq!(summed_ratio([(None, None)].into_iter()), None);
+        assert_eq!(summed_ratio(std::iter::empty()), None);
+        assert_eq!(summed_ratio([(Some(1.0), Some(0.0))].into_iter()), None);
+    }
+
+    fn with_server(mut r: RoundResult, entries: u64, syncs: u64, cpu_ms: f64) -> RoundResult {
+        r.server = RunStats {
+            leader: Some("127.0.0.1:1".into()),
+            follower: Some("127.0.0.1:2".into()),
+            leader_entries: Some(entries),
+            leader_commands: Some(entries * 3),
+            leader_syncs: Some(syncs),
+            leader_entries_synced: Some(entries),
+            follower_syncs: Some(syncs * 2),
+            follower_entries_synced: Some(entries),
+            cpu_ms: Some(cpu_ms),
+        };
+        r
+    }
+
+    fn server_sample() -> Vec<Summary> {
+        let results = vec![
+            with_server(round("palisade", 1, 100.0, 1, 1), 100, 50, 500.0),
+            round("redis-always", 1, 400.0, 1, 1),
+            with_server(round("palisade", 1, 300.0, 1, 1), 300, 50, 1500.0),
+            round("redis-always", 1, 400.0, 1, 1),
+        ];
+        let targets = ["palisade".to_string(), "redis-always".to_string()];
+        summarize(&results, &targets, &[1], "redis-always")
+    }
+
+    #[test]
+    fn server_figures_are_ratios_of_the_summed_differences() {
+        let rows = server_sample();
+        let p = &rows[0];
+        assert_eq!(p.commands_per_entry, Some(3.0));
+        // 400 entries over 100 fsyncs on the leader, over 200 on the follower.
+        assert_eq!(p.entries_per_fsync_leader, Some(4.0));
+        assert_eq!(p.entries_per_fsync_follower, Some(2.0));
+        // 2000 ms for 400 cycles.
+        assert_eq!(p.cpu_ms_per_1k, Some(5000.0));
+        let r = &rows[1];
+        assert_eq!(
+            (
+                r.commands_per_entry,
+                r.entries_per_fsync_leader,
+                r.cpu_ms_per_1k
+            ),
+            (None, None, None)
+        );
+        assert!(has_server_figures(&rows));
+        assert!(!has_server_figures(&sample()));
+    }
+
+    #[test]
+    fn server_table_shows_dashes_for_what_a_target_does_not_report() {
+        let text = server_table(&server_sample(), "cycles");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            [
+                "target",
+                "clients",
+                "cmds/entry",
+                "entries/fsync",
+                "entries/fsync",
+                "cpu",
+                "ms/1k",
+                "cycles"
+            ]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["palisade", "1", "3.00", "4.00", "2.00", "5000.0"]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["redis-always", "1", "-", "-", "-", "-"]
+        );
+        assert!([1, 2, 3].iter().all(|&i| lines[i].len() == lines[0].len()));
+        assert!(lines[4].starts_with("(counter differences"));
+    }
+
+    #[test]
+    fn summaries_of_older_json_files_still_load() {
+        let old = r#"{"target":"p","clients":1,"rounds":1,"ops_per_sec":1.0,"p50_ms":1.0,
+            "p99_ms":1.0,"ratio":null,"p99_ratio":null,"errors":0,"busy":0}"#;
+        let s: Summary = serde_json::from_str(old).unwrap();
+        assert_eq!((s.commands_per_entry, s.cpu_ms_per_1k), (None, None));
     }
 }
