@@ -1,5 +1,5 @@
 //! TTL arguments shared by SET, SETEX, EXPIRE and LOCK: parsing, validation and the
-//! leader-side conversion of absolute Unix times to relative TTLs (design.md §4).
+//! leader-side conversion of absolute Unix times to relative TTLs (docs/time-and-leases.md).
 
 use serde::{Deserialize, Serialize};
 

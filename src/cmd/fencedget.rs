@@ -1,7 +1,8 @@
 //! `FENCEDGET key token`: read the value and raise the key's fence to `token`.
 //!
 //! It goes through the log because it changes the fence: once a reader with token 34 has
-//! read, a writer with token 33 can no longer write (timestamp ordering, design.md §2).
+//! read, a writer with token 33 can no longer write (timestamp ordering; see
+//! docs/locks-and-fencing.md, "Read-modify-write needs fenced reads").
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

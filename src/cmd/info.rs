@@ -1,6 +1,7 @@
 //! `INFO [section ...]`: `field:value` lines under `# Section` headers, joined by CRLF.
 //!
-//! The `# Raft` fields and `role:master` are fixed by design.md §5 because tools rely on them.
+//! The `# Raft` fields and `role:master` are fixed because tools rely on them
+//! (docs/architecture.md, "INFO").
 
 use std::fmt::Write;
 

@@ -189,7 +189,8 @@ impl Command {
     }
 
     /// Replaces absolute Unix times (EXAT, PXAT, EXPIREAT, PEXPIREAT) with relative TTLs.
-    /// Called on the leader when the command is proposed (design.md §4).
+    /// Called on the leader when the command is proposed (docs/time-and-leases.md,
+    /// "Absolute expiry times").
     pub fn resolve_absolute_time(&mut self, unix_now_ms: i64) {
         match self {
             Command::Set(set::Set {

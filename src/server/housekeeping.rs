@@ -1,6 +1,6 @@
 //! Leader-only background work: propose eviction of expired keys (expiry is replicated, never
 //! local) and a tick entry about once a second while leases are live, which bounds how late
-//! cluster time can run after a failover (design.md §4).
+//! cluster time can run after a failover (docs/time-and-leases.md).
 
 use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::atomic::Ordering;

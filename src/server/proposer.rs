@@ -1,4 +1,4 @@
-//! Application-level batching of writes (design.md §6).
+//! Application-level batching of writes (docs/architecture.md, "Batching writes").
 //!
 //! Commands from any connection queue here; the proposer takes everything queued and
 //! proposes it as one log entry (`Batch`), so one fsync serves many commands. Entries are

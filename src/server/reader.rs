@@ -1,5 +1,5 @@
 //! Linearizable reads: every read queued while a ReadIndex round runs is served by the next
-//! round, so one round (and one quorum check) serves many reads (design.md §6).
+//! round, so one round (and one quorum check) serves many reads (docs/architecture.md, "Reads").
 
 use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::{Arc, RwLock};

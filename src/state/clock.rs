@@ -1,4 +1,4 @@
-//! The virtual cluster clock (design.md §4).
+//! The virtual cluster clock (docs/time-and-leases.md, "Cluster time").
 //!
 //! Each log entry carries the proposing leader's monotonic timestamp. Within one term,
 //! cluster time is that timestamp plus the term's offset. When the first entry of a new term

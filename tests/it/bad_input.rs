@@ -1,5 +1,5 @@
-//! Protocol robustness (design.md §7): malformed RESP gets `-ERR Protocol error: ...` and
-//! the connection is closed; the server stays up for everyone else and loses nothing.
+//! Protocol robustness (docs/architecture.md, "Errors"): malformed RESP gets
+//! `-ERR Protocol error: ...` and the connection is closed; the server stays up for everyone else and loses nothing.
 //! Also pipelining and inline commands.
 //!
 //! Where Redis defines the exact bytes (protocol errors, inline commands), the same input

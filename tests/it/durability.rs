@@ -1,4 +1,4 @@
-//! Durability across `kill -9` (design.md §3, §6): every acknowledged write survives, the
+//! Durability across `kill -9` (docs/storage.md): every acknowledged write survives, the
 //! next token is above every token issued before the crash, and fences still reject
 //! lower tokens, even for keys that were deleted or expired.
 

@@ -1,5 +1,5 @@
 //! Handshake and introspection commands whose content is Palisade's own, so they cannot be
-//! compared byte for byte with Redis: INFO (with the fields design.md §5 fixes), CLIENT,
+//! compared byte for byte with Redis: INFO (with the fields docs/architecture.md fixes), CLIENT,
 //! COMMAND, QUIT, and the binary's --version/--help.
 
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! Palisade's lock family (design.md §2-3): LOCK, UNLOCK, RENEW, LOCKINFO, FENCEDSET,
+//! Palisade's lock family (docs/locks-and-fencing.md): LOCK, UNLOCK, RENEW, LOCKINFO, FENCEDSET,
 //! FENCEDGET, FENCECHECK, and the SET NX PX compatibility path. Exact reply bytes in RESP2
 //! and RESP3, phase by phase.
 

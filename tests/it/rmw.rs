@@ -1,4 +1,5 @@
-//! Read-modify-write under fencing (design.md §2, "Why reads need it").
+//! Read-modify-write under fencing (docs/locks-and-fencing.md, "Read-modify-write needs
+//! fenced reads").
 //!
 //! Two holders of one lock, A (older token) and B (newer token, after A's lease lapsed),
 //! each increment a counter. The interleaving is fixed: A reads, B reads, A writes,

@@ -1,4 +1,5 @@
-//! The scenario Palisade exists for (design.md §1), with two real client processes:
+//! The scenario Palisade exists for (README, and docs/locks-and-fencing.md), with two real
+//! client processes:
 //!
 //! 1. client A locks with PX 1000 and gets token tA;
 //! 2. A is frozen with SIGSTOP for 2 s (a GC pause, a VM migration);
