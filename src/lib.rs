@@ -21,7 +21,8 @@
 //! - [`state`]: the pure, deterministic keyspace, revision and cluster clock.
 //! - [`store`]: RocksDB schema, log store, state machine and snapshots.
 //! - [`script`]: sandboxed Lua 5.1 for EVAL, run inside apply.
-//! - [`raft`]: openraft types, peer network, node start-up.
+//! - [`raft_types`]: the log entry payload and openraft's type configuration.
+//! - [`raft`]: the Raft handle, peer network, node start-up.
 //! - [`server`]: accept loop, sessions, batching, housekeeping.
 //! - [`config`]: flags, TOML file and defaults.
 
@@ -29,6 +30,7 @@ pub mod cmd;
 pub mod config;
 pub mod plot;
 pub mod raft;
+pub mod raft_types;
 pub mod resp;
 pub mod script;
 pub mod server;

@@ -7,13 +7,18 @@
 //!
 //! Timeouts: while answers are owed, one must arrive within the RPC's soft TTL of the last
 //! one (or of the first request owed); an idle stream waits without limit.
+//!
+//! CPU: every request openraft has ready goes out with one socket write, and the writer wakes
+//! the reader only when a request is sent on an idle stream (the reader must start its
+//! timer then); while answers are owed, the reader is already waiting for the next one.
 
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{SplitSink, SplitStream};
-use futures::{SinkExt, Stream, StreamExt};
+use futures::{FutureExt, SinkExt, Stream, StreamExt};
 use openraft::raft::{AppendEntriesRequest, StreamAppendResult};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -24,11 +29,19 @@ use super::network::{
 use super::protocol::{PeerConn, PeerError, PeerFramed, PeerRequest, PeerResponse};
 use super::{NodeId, TypeConfig};
 
-/// What the writer has done, for the reader.
+/// Requests sent and answers received, shared by the writer and the reader.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Requests handed to the connection (counted before each is sent).
+    sent: AtomicU64,
+    /// Answers the reader has taken.
+    received: AtomicU64,
+}
+
+/// How the writer ended, for the reader; also changed (to wake the reader) when a request
+/// goes out on a stream that owed nothing.
 #[derive(Debug, Default, Clone)]
 struct Progress {
-    /// Requests handed to the connection.
-    sent: u64,
     /// The input has ended: once every answer is in, so does the output.
     done: bool,
     /// The writer stopped on an error.
@@ -48,6 +61,7 @@ impl Drop for AbortOnDrop {
 struct Reader {
     source: SplitStream<PeerFramed>,
     progress: watch::Receiver<Progress>,
+    counts: Arc<Counts>,
     writer_gone: bool,
     received: u64,
     /// Since when an answer has been owed without one arriving.
@@ -86,16 +100,18 @@ where
     }
     let (sink, source) = conn.into_framed().split();
     let (tx, progress) = watch::channel(Progress::default());
+    let counts = Arc::new(Counts::default());
     let writer = tokio::spawn(write_loop(
         input,
         sink,
         client.ctx.clone(),
         client.target,
-        tx,
+        (tx, counts.clone()),
     ));
     let reader = Reader {
         source,
         progress,
+        counts,
         writer_gone: false,
         received: 0,
         owed_since: None,
@@ -106,34 +122,55 @@ where
     Ok(futures::stream::unfold(reader, next_item))
 }
 
-/// Sends every request of `input` as soon as it is produced.
+/// Sends every request of `input` as soon as it is produced: what is ready together goes
+/// out with one flush.
 async fn write_loop<S>(
     mut input: S,
     mut sink: SplitSink<PeerFramed, Bytes>,
     ctx: Arc<PeerContext>,
     target: NodeId,
-    progress: watch::Sender<Progress>,
+    (progress, counts): (watch::Sender<Progress>, Arc<Counts>),
 ) where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
 {
     let fail = |why: String| progress.send_modify(|p| p.failed = Some(why));
-    while let Some(req) = input.next().await {
-        if ctx.faults.is_dropped(target) {
-            return fail(format!("fault injection: link to node {target} cut"));
+    let mut ended = false;
+    while let Some(first) = input.next().await {
+        let mut next = Some(first);
+        while let Some(req) = next.take() {
+            if ctx.faults.is_dropped(target) {
+                return fail(format!("fault injection: link to node {target} cut"));
+            }
+            let delay = ctx.faults.delay_ms();
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            let env = ctx.envelope(target, PeerRequest::Append(req));
+            let bytes = match postcard::to_allocvec(&env) {
+                Ok(b) => b,
+                Err(e) => return fail(format!("encode: {e}")),
+            };
+            // Counted before it is sent, so that the reader waits for its answer. A reader
+            // that owed nothing may be idle, without a timer: wake it. (SeqCst on both
+            // sides: either the reader sees this count, or this sees its last answer.)
+            let before = counts.sent.fetch_add(1, SeqCst);
+            if counts.received.load(SeqCst) == before {
+                progress.send_modify(|_| {});
+            }
+            if let Err(e) = sink.feed(Bytes::from(bytes)).await {
+                return fail(e.to_string());
+            }
+            match input.next().now_or_never() {
+                Some(Some(req)) => next = Some(req),
+                Some(None) => ended = true,
+                None => {}
+            }
         }
-        let delay = ctx.faults.delay_ms();
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-        }
-        let env = ctx.envelope(target, PeerRequest::Append(req));
-        let bytes = match postcard::to_allocvec(&env) {
-            Ok(b) => b,
-            Err(e) => return fail(format!("encode: {e}")),
-        };
-        // Counted before it is sent, so that the reader waits for its answer.
-        progress.send_modify(|p| p.sent += 1);
-        if let Err(e) = sink.send(Bytes::from(bytes)).await {
+        if let Err(e) = sink.flush().await {
             return fail(e.to_string());
+        }
+        if ended {
+            break;
         }
     }
     progress.send_modify(|p| p.done = true);
@@ -145,8 +182,8 @@ async fn next_item(mut r: Reader) -> Option<(Item, Reader)> {
         return None;
     }
     loop {
-        let Progress { sent, done, failed } = r.progress.borrow_and_update().clone();
-        let owed = sent > r.received;
+        let Progress { done, failed } = r.progress.borrow_and_update().clone();
+        let owed = r.counts.sent.load(SeqCst) > r.received;
         if !owed {
             r.owed_since = None;
             if let Some(why) = failed {
@@ -204,6 +241,7 @@ impl Reader {
             None => return None,
         };
         self.received += 1;
+        self.counts.received.store(self.received, SeqCst);
         self.owed_since = Some(Instant::now());
         match postcard::from_bytes::<PeerResponse>(&bytes) {
             Ok(PeerResponse::StreamItem(Ok(res))) => {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use rocksdb::DB;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -146,10 +146,28 @@ impl Service {
         let answers = self.raft.stream_append(requests);
         let writer = async {
             futures::pin_mut!(answers);
-            while let Some(item) = answers.next().await {
-                let last = !matches!(item, Ok(Ok(_)));
-                let resp = PeerResponse::StreamItem(item.map_err(|f| f.to_string()));
-                if !send(&mut sink, &resp).await || last {
+            // The answers that are ready together go out with one flush.
+            while let Some(mut item) = answers.next().await {
+                loop {
+                    let last = !matches!(item, Ok(Ok(_)));
+                    let resp = PeerResponse::StreamItem(item.map_err(|f| f.to_string()));
+                    if !feed(&mut sink, &resp).await {
+                        return;
+                    }
+                    if last {
+                        let _ = sink.flush().await;
+                        return;
+                    }
+                    match answers.next().now_or_never() {
+                        Some(Some(more)) => item = more,
+                        Some(None) => {
+                            let _ = sink.flush().await;
+                            return;
+                        }
+                        None => break,
+                    }
+                }
+                if sink.flush().await.is_err() {
                     return;
                 }
             }
@@ -265,8 +283,17 @@ async fn send<S>(sink: &mut S, resp: &PeerResponse) -> bool
 where
     S: futures::Sink<Bytes> + Unpin,
 {
+    feed(sink, resp).await && sink.flush().await.is_ok()
+}
+
+/// Encodes and queues one response (sent at the next flush, or when the buffer fills);
+/// false if the connection is done.
+async fn feed<S>(sink: &mut S, resp: &PeerResponse) -> bool
+where
+    S: futures::Sink<Bytes> + Unpin,
+{
     match postcard::to_allocvec(resp) {
-        Ok(b) => sink.send(Bytes::from(b)).await.is_ok(),
+        Ok(b) => sink.feed(Bytes::from(b)).await.is_ok(),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode peer response");
             false

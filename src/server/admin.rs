@@ -133,11 +133,7 @@ fn info(shared: &Shared) -> String {
     );
     let _ = write!(out, "term:{}\r\n", m.current_term);
     let _ = write!(out, "last_log_index:{last_log}\r\n");
-    let _ = write!(
-        out,
-        "applied_index:{}\r\n",
-        m.last_applied.map(|l| l.index).unwrap_or(0)
-    );
+    let _ = write!(out, "applied_index:{}\r\n", shared.applied_index(&m));
     let _ = write!(
         out,
         "snapshot_index:{}\r\n",

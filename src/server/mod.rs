@@ -93,6 +93,21 @@ pub fn role_name(state: openraft::ServerState) -> &'static str {
 }
 
 impl Shared {
+    /// The last log index applied to the state machine. openraft's metrics learn it only
+    /// after the state machine has answered the entry's writers, so a client that reads INFO
+    /// right after a write could see an older index there; the state's own is never behind
+    /// a reply.
+    pub fn applied_index(&self, m: &openraft::RaftMetrics<crate::raft::TypeConfig>) -> u64 {
+        let metric = m.last_applied.map(|l| l.index).unwrap_or(0);
+        let state = self
+            .state
+            .read()
+            .ok()
+            .and_then(|st| st.last_applied.map(|l| l.index))
+            .unwrap_or(0);
+        metric.max(state)
+    }
+
     /// Gathers INFO's fields.
     pub fn info(&self) -> InfoData {
         let m = self.raft.metrics().borrow_watched().clone();
@@ -141,8 +156,13 @@ impl Shared {
             role,
             leader_id: m.current_leader,
             term: m.current_term,
-            commit_index: m.local_committed.map(|l| l.index).unwrap_or(0),
-            applied_index: m.last_applied.map(|l| l.index).unwrap_or(0),
+            // Applied entries are committed, whatever the metrics have caught up with.
+            commit_index: m
+                .local_committed
+                .map(|l| l.index)
+                .unwrap_or(0)
+                .max(self.applied_index(&m)),
+            applied_index: self.applied_index(&m),
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|s| s.index).unwrap_or(0),
             members: m.membership_config.membership().voter_ids().collect(),

@@ -26,7 +26,7 @@ use super::schema::{
     cf, dec, enc, get_meta, index_key, read_err, write_err, AppliedMeta, Result, CF_LOG, CF_META,
     K_APPLIED, K_COMMITTED, K_PURGED, K_VOTE,
 };
-use crate::raft::{Entry, LogId, TypeConfig, Vote};
+use crate::raft_types::{Entry, LogId, TypeConfig, Vote};
 
 /// The log store; cheap to clone (it shares the database and the sync thread).
 #[derive(Clone)]

@@ -68,7 +68,8 @@ pub fn open_with(
                 .map_err(schema::write_err)?;
         }
     }
-    let purged = schema::get_meta::<Option<crate::raft::LogId>>(&db, schema::K_PURGED)?.flatten();
+    let purged =
+        schema::get_meta::<Option<crate::raft_types::LogId>>(&db, schema::K_PURGED)?.flatten();
     let applied = schema::get_meta::<schema::AppliedMeta>(&db, schema::K_APPLIED)?
         .and_then(|m| m.last_applied);
     if let Some(p) = purged {
@@ -90,7 +91,7 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
-    use crate::raft::{log_id, Entry, TypeConfig};
+    use crate::raft_types::{log_id, Entry, TypeConfig};
 
     type StorageError = openraft::StorageError<TypeConfig>;
 

@@ -20,7 +20,7 @@ use std::io;
 use rocksdb::{ColumnFamilyDescriptor, Options, DB};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::raft::{LogId, StoredMembership};
+use crate::raft_types::{LogId, StoredMembership};
 use crate::state::ClusterClock;
 
 /// Storage results: openraft 0.10's storage traits speak `std::io::Error`.

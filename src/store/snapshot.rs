@@ -22,7 +22,7 @@ use rocksdb::{IteratorMode, SnapshotWithThreadMode, DB};
 use serde::{Deserialize, Serialize};
 
 use super::schema::{cf, dec, enc, read_err, Result, CF_FENCE, CF_KV};
-use crate::raft::{LogId, StoredMembership};
+use crate::raft_types::{LogId, StoredMembership};
 use crate::state::{ClusterClock, Entry, Keyspace};
 
 /// The image format this build writes and reads.

@@ -19,7 +19,7 @@ use super::schema::{
 };
 use super::snapshot::{self, Header, IMAGE_FORMAT};
 use crate::cmd::Ctx;
-use crate::raft::{
+use crate::raft_types::{
     Batch, BatchReply, Entry, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
 };
 use crate::state::{Event, Keyspace};

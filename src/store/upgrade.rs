@@ -20,7 +20,7 @@ use super::schema::{
     cf, dec, enc, read_err, write_err, AppliedMeta, Result, CF_LOG, CF_META, FORMAT_VERSION,
     K_APPLIED, K_COMMITTED, K_FORMAT, K_PURGED, K_VOTE,
 };
-use crate::raft::{Entry, LogId, Vote};
+use crate::raft_types::{Entry, LogId, Vote};
 
 /// The format written by builds on openraft 0.9.
 pub const FORMAT_OPENRAFT_09: u32 = 1;
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_record_with_trailing_bytes_does_not_count_as_the_same() {
-        let vote = enc(&Some(crate::raft::log_id(3, 1, 9))).unwrap();
+        let vote = enc(&Some(crate::raft_types::log_id(3, 1, 9))).unwrap();
         let mut longer = vote.clone();
         longer.push(0);
         assert!(same_bytes::<Option<LogId>>(|| "x".into(), &vote).is_ok());

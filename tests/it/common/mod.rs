@@ -903,6 +903,12 @@ pub fn unhex(s: &str) -> Vec<u8> {
 /// The last purged log index and the state machine's persisted last-applied index in a
 /// stopped node's data directory.
 pub fn purged_and_applied(dir: &Path) -> (Option<u64>, Option<u64>) {
+    let (purged, applied, _) = purged_applied_and_last(dir);
+    (purged, applied)
+}
+
+/// [`purged_and_applied`], and the index of the last entry in the log on disk.
+pub fn purged_applied_and_last(dir: &Path) -> (Option<u64>, Option<u64>, Option<u64>) {
     use palisade::raft::LogId;
     use palisade::store::schema::{get_meta, open_db, AppliedMeta, K_APPLIED, K_PURGED};
     let db = open_db(dir).expect("open the node's RocksDB");
@@ -910,8 +916,19 @@ pub fn purged_and_applied(dir: &Path) -> (Option<u64>, Option<u64>) {
         .expect("read last_purged")
         .flatten();
     let applied: Option<AppliedMeta> = get_meta(&db, K_APPLIED).expect("read applied");
+    let log = palisade::store::schema::cf(&db, palisade::store::schema::CF_LOG).expect("log CF");
+    let last = db
+        .iterator_cf(log, rocksdb::IteratorMode::End)
+        .next()
+        .map(|item| {
+            let (_, v) = item.expect("read the last log entry");
+            let e: palisade::raft::Entry =
+                palisade::store::schema::dec(&v).expect("decode the last log entry");
+            e.log_id.index
+        });
     (
         purged.map(|l| l.index),
         applied.and_then(|a| a.last_applied).map(|l| l.index),
+        last,
     )
 }
