@@ -27,7 +27,6 @@
 
 pub mod cmd;
 pub mod config;
-pub mod plot;
 pub mod raft;
 pub mod resp;
 pub mod script;
