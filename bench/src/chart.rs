@@ -117,6 +117,7 @@ fn panel<DB: DrawingBackend>(
         .bold_line_style(GRID)
         .light_line_style(MINOR)
         .axis_style(INK.stroke_width(2))
+        .set_all_tick_mark_size(6)
         .x_desc("clients (concurrent connections)")
         .y_desc(y_desc)
         .x_label_formatter(&|v| format!("{v}"))

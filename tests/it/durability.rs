@@ -71,12 +71,18 @@ fn a_power_cut_loses_unsynced_writes_and_the_log_replays_them() {
         for i in 0..20 {
             assert_eq!(c.c(&format!("SET k{i} v{i}")), b"+OK\r\n");
         }
-        let info = String::from_utf8_lossy(&c.c("RAFT.INFO")).into_owned();
-        let before: u64 = info
-            .split("\r\n")
-            .find_map(|l| l.strip_prefix("applied_index:"))
-            .and_then(|v| v.parse().ok())
-            .expect("RAFT.INFO applied_index");
+        // openraft's metrics, which RAFT.INFO reads, catch up with the state machine after
+        // the reply to the last SET: wait until they show the whole log applied.
+        let before = wait_for(Duration::from_secs(10), "the log applied", || {
+            let info = String::from_utf8_lossy(&c.c("RAFT.INFO")).into_owned();
+            let field = |name: &str| -> Option<u64> {
+                info.split("\r\n")
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.parse().ok())
+            };
+            let applied = field("applied_index:")?;
+            (applied > 0 && Some(applied) == field("last_log_index:")).then_some(applied)
+        });
         srv.kill9();
         let on_disk = purged_and_applied(&srv.data_dir()).1.unwrap_or(0);
         if loses {
