@@ -19,8 +19,8 @@ pub const DEFAULT_PORT: u16 = 6379;
 pub const PEER_PORT_OFFSET: u16 = 10000;
 
 /// Every setting, once. A field is a flag (`--proto-max-bulk-len`) and, under the same name, a
-/// key of the TOML file (`proto-max-bulk-len = ...`); its default is the flag's default. The
-/// switches in [`FlagOnly`] are flags and nothing else.
+/// key of the TOML file (`proto-max-bulk-len = ...`); its default is the flag's default.
+/// `config` and the switches in [`FlagOnly`] are flags and nothing else.
 #[derive(Parser, Serialize, Deserialize, Debug)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 #[command(
@@ -38,6 +38,10 @@ pub struct Settings {
     /// Data directory.
     #[arg(long, default_value = "./data")]
     pub dir: PathBuf,
+    /// TOML configuration file; keys are the flag names (e.g. `port = 6380`).
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
     /// Require clients to AUTH with this password.
     #[arg(long)]
     pub requirepass: Option<String>,
@@ -80,12 +84,9 @@ pub struct Settings {
     pub flag_only: FlagOnly,
 }
 
-/// Flags that have no key in the TOML file: the file itself, and the switches for tests.
+/// Flags that have no key in the TOML file: the switches for tests.
 #[derive(clap::Args, Debug, Default)]
 pub struct FlagOnly {
-    /// TOML configuration file; keys are the flag names (e.g. `port = 6380`).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
     /// Allow RAFT.FAULT (cut links to chosen peers). For tests only; never in production.
     #[arg(long)]
     pub enable_fault_injection: bool,
@@ -119,7 +120,7 @@ impl Settings {
     {
         let matches = Settings::command().get_matches_from(args);
         let flags = Settings::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-        match flags.flag_only.config.clone() {
+        match flags.config.clone() {
             Some(path) => flags.with_file(&matches, &path),
             None => Ok(flags),
         }
@@ -127,7 +128,7 @@ impl Settings {
 
     /// Overlays the TOML file at `path` on these settings (flags and defaults), except for
     /// the settings that `matches` says came from the command line.
-    fn with_file(mut self, matches: &ArgMatches, path: &std::path::Path) -> anyhow::Result<Self> {
+    fn with_file(self, matches: &ArgMatches, path: &std::path::Path) -> anyhow::Result<Self> {
         let parsing = || format!("parsing config file {}", path.display());
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading config file {}", path.display()))?;
@@ -140,9 +141,9 @@ impl Settings {
                 merged.insert(key, value);
             }
         }
-        let flag_only = std::mem::take(&mut self.flag_only);
         let mut settings: Settings = merged.try_into().with_context(parsing)?;
-        settings.flag_only = flag_only;
+        settings.config = self.config;
+        settings.flag_only = self.flag_only;
         Ok(settings)
     }
 }
