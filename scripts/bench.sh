@@ -127,7 +127,8 @@ elif [[ -z "$MEMORY" ]] && wants_etcd; then
     ensure_etcd || die "etcd-3 needs etcd, which could not be installed (apt-get install etcd-server)"
 fi
 log "building release binaries (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin palisade --bin palisade-bench
+# Both crates of the workspace: the server (palisade) and the benchmark (bench/, palisade-bench).
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" -p palisade -p palisade-bench
 BIN="$CARGO_TARGET_DIR/release"
 
 WORK="$(mktemp -d -t palisade-bench-XXXXXX)"
@@ -540,7 +541,7 @@ for t in "${wanted[@]}"; do
     esac
 done
 sleep 1
-title="$(echo "$WORKLOAD" | tr '[:lower:]' '[:upper:]') $(nproc) CORES $(date -u '+%Y-%m-%d %H:%M') UTC LOAD $(cut -d' ' -f1 /proc/loadavg)"
+title="Workload $WORKLOAD, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1 /proc/loadavg)"
 args+=(--clients "$CLIENTS" --duration "$DURATION" --rounds "$ROUNDS" --workload "$WORKLOAD"
     --json "$OUT/bench.json" --plot "$OUT/bench-clients.png" --title "$title")
 log "palisade-bench ${args[*]}"

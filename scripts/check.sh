@@ -20,7 +20,7 @@ export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
 
 phase fmt cargo fmt --all --check
-phase clippy cargo clippy --release --all-targets -- -D warnings
+phase clippy cargo clippy --release --workspace --all-targets -- -D warnings
 # Unit tests, the openraft storage suite, and the integration binary `it` (tests/it/).
 TEST_LOG="$(mktemp)"
 trap 'rm -f "$TEST_LOG"' EXIT

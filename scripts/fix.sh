@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 # clippy first: its fixes are not always formatted, and fmt runs last.
-phase clippy cargo clippy --release --all-targets --fix --allow-dirty --allow-staged
+phase clippy cargo clippy --release --workspace --all-targets --fix --allow-dirty --allow-staged
 phase fmt cargo fmt --all
 
 report "$0"

@@ -1,12 +1,15 @@
-//! Configuration: command-line flags plus an optional TOML file (`--config`), with every
-//! default in one place. Flags override the file; flag names follow redis-server's.
+//! Configuration: command-line flags plus an optional TOML file (`--config`). Each setting is
+//! defined once, as a field of [`Settings`]: its flag, its key in the file, its default and its
+//! help. Flags override the file, the file overrides the defaults; flag names follow
+//! redis-server's.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use clap::Parser;
-use serde::Deserialize;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use serde::{Deserialize, Serialize};
 
 use crate::resp::Limits;
 
@@ -15,72 +18,85 @@ pub const DEFAULT_PORT: u16 = 6379;
 /// The peer port is the client port plus this, like Redis Cluster's bus port.
 pub const PEER_PORT_OFFSET: u16 = 10000;
 
-/// Command-line flags. Every value is optional so that the file and defaults can fill in.
-#[derive(Parser, Debug, Default)]
+/// Every setting, once. A field is a flag (`--proto-max-bulk-len`) and, under the same name, a
+/// key of the TOML file (`proto-max-bulk-len = ...`); its default is the flag's default.
+/// `config` and the switches in [`FlagOnly`] are flags and nothing else.
+#[derive(Parser, Serialize, Deserialize, Debug)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 #[command(
     name = "palisade",
     version,
     about = "A Redis-wire-compatible lock server built on Raft, with fencing tokens."
 )]
-pub struct Flags {
-    /// Address to listen on for clients [default: 127.0.0.1].
-    #[arg(long)]
-    pub bind: Option<String>,
-    /// Client port [default: 6379].
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Data directory [default: ./data].
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
+pub struct Settings {
+    /// Address to listen on for clients.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Client port.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Data directory.
+    #[arg(long, default_value = "./data")]
+    pub dir: PathBuf,
     /// TOML configuration file; keys are the flag names (e.g. `port = 6380`).
     #[arg(long)]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Require clients to AUTH with this password.
     #[arg(long)]
     pub requirepass: Option<String>,
-    /// This node's Raft id [default: 1].
-    #[arg(long)]
-    pub node_id: Option<u64>,
+    /// This node's Raft id.
+    #[arg(long, default_value_t = 1)]
+    pub node_id: u64,
     /// Port for Raft peer traffic [default: port + 10000].
     #[arg(long)]
     pub peer_port: Option<u16>,
     /// Cluster members: `1=host:peerport,2=host:peerport,...`.
     #[arg(long)]
     pub peers: Option<String>,
-    /// Maximum simultaneous clients [default: 10000].
-    #[arg(long)]
-    pub maxclients: Option<usize>,
-    /// Largest bulk string accepted, in bytes [default: 536870912].
-    #[arg(long)]
-    pub proto_max_bulk_len: Option<usize>,
-    /// Most arguments accepted in one request [default: 1048576].
-    #[arg(long)]
-    pub max_multibulk_len: Option<usize>,
-    /// Most unparsed input buffered per client, in bytes [default: 1073741824].
-    #[arg(long)]
-    pub client_query_buffer_limit: Option<usize>,
-    /// Deadline for a write, in ms; after it the outcome is reported unknown [default: 5000].
-    #[arg(long)]
-    pub write_timeout_ms: Option<u64>,
-    /// Take a Raft snapshot after this many log entries [default: 10000].
-    #[arg(long)]
-    pub snapshot_every: Option<u64>,
-    /// Log filter, e.g. `info` or `palisade=debug` [default: info].
-    #[arg(long)]
-    pub log_level: Option<String>,
+    /// Maximum simultaneous clients.
+    #[arg(long, default_value_t = 10_000)]
+    pub maxclients: usize,
+    /// Largest bulk string accepted, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_bulk_len)]
+    pub proto_max_bulk_len: usize,
+    /// Most arguments accepted in one request.
+    #[arg(long, default_value_t = Limits::default().max_multibulk_len)]
+    pub max_multibulk_len: usize,
+    /// Most unparsed input buffered per client, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_query_buffer)]
+    pub client_query_buffer_limit: usize,
+    /// Deadline for a write, in ms; after it the outcome is reported unknown.
+    #[arg(long, default_value_t = 5_000)]
+    pub write_timeout_ms: u64,
+    /// Take a Raft snapshot after this many log entries.
+    #[arg(long, default_value_t = 10_000)]
+    pub snapshot_every: u64,
+    /// Log filter, e.g. `info` or `palisade=debug`.
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
     /// Start without forming a cluster and wait to be added with RAFT.NODE ADD.
     #[arg(long)]
     pub join: bool,
+    /// The switches that only the command line sets.
+    #[command(flatten)]
+    #[serde(skip)]
+    pub flag_only: FlagOnly,
+}
+
+/// Flags that have no key in the TOML file: the switches for tests.
+#[derive(clap::Args, Debug, Default)]
+pub struct FlagOnly {
     /// Allow RAFT.FAULT (cut links to chosen peers). For tests only; never in production.
     #[arg(long)]
     pub enable_fault_injection: bool,
     /// Test-only clock fault: shift this node's leader clock by this many ms.
-    #[arg(long, hide = true, allow_hyphen_values = true)]
-    pub test_clock_offset_ms: Option<i64>,
+    #[arg(long, hide = true, allow_hyphen_values = true, default_value_t = 0)]
+    pub test_clock_offset_ms: i64,
     /// Test-only clock fault: make this node's leader clock run fast (or slow, if
     /// negative) by this many parts per million.
-    #[arg(long, hide = true, allow_hyphen_values = true)]
-    pub test_clock_rate_ppm: Option<i64>,
+    #[arg(long, hide = true, allow_hyphen_values = true, default_value_t = 0)]
+    pub test_clock_rate_ppm: i64,
     /// Test-only power cut: keep writes that are not yet synced in this process's memory
     /// (RocksDB's manual WAL flush), so that a kill -9 loses them as a power cut would: the
     /// log is left at its last synced point, and the state machine behind it.
@@ -88,25 +104,55 @@ pub struct Flags {
     pub test_lose_unsynced_writes: bool,
 }
 
-/// The same keys in a TOML file.
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct FileConfig {
-    bind: Option<String>,
-    port: Option<u16>,
-    dir: Option<PathBuf>,
-    requirepass: Option<String>,
-    node_id: Option<u64>,
-    peer_port: Option<u16>,
-    peers: Option<String>,
-    maxclients: Option<usize>,
-    proto_max_bulk_len: Option<usize>,
-    max_multibulk_len: Option<usize>,
-    client_query_buffer_limit: Option<usize>,
-    write_timeout_ms: Option<u64>,
-    snapshot_every: Option<u64>,
-    log_level: Option<String>,
-    join: Option<bool>,
+impl Settings {
+    /// The settings of this process: its command line, then the file that `--config` names
+    /// for every setting not given as a flag. Exits on `--help`, `--version` and bad flags.
+    pub fn from_command_line() -> anyhow::Result<Settings> {
+        Settings::from_args(std::env::args_os())
+    }
+
+    /// As [`Settings::from_command_line`], with `args` as the command line (the first is the
+    /// program name).
+    pub fn from_args<I, T>(args: I) -> anyhow::Result<Settings>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Settings::command().get_matches_from(args);
+        let flags = Settings::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        match flags.config.clone() {
+            Some(path) => flags.with_file(&matches, &path),
+            None => Ok(flags),
+        }
+    }
+
+    /// Overlays the TOML file at `path` on these settings (flags and defaults), except for
+    /// the settings that `matches` says came from the command line.
+    fn with_file(self, matches: &ArgMatches, path: &std::path::Path) -> anyhow::Result<Self> {
+        let parsing = || format!("parsing config file {}", path.display());
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
+        let file: toml::Table = toml::from_str(&text).with_context(parsing)?;
+        let mut merged = toml::Table::try_from(&self).context("encoding the flags as TOML")?;
+        for (key, value) in file {
+            // A flag wins over the file. A key that is no setting (a flag-only switch, a
+            // typo) goes in, so that it is refused below.
+            if !(merged.contains_key(&key) && given_as_flag(matches, &key)) {
+                merged.insert(key, value);
+            }
+        }
+        let mut settings: Settings = merged.try_into().with_context(parsing)?;
+        settings.config = self.config;
+        settings.flag_only = self.flag_only;
+        Ok(settings)
+    }
+}
+
+/// True if the setting of file key `key` (kebab-case) was given on the command line.
+fn given_as_flag(matches: &ArgMatches, key: &str) -> bool {
+    let id = key.replace('-', "_");
+    matches.ids().any(|i| i.as_str() == id)
+        && matches.value_source(&id) == Some(ValueSource::CommandLine)
 }
 
 /// The resolved configuration.
@@ -144,32 +190,8 @@ pub struct Config {
     pub test_clock_offset_ms: i64,
     /// Test-only clock rate error in ppm (chaos tests).
     pub test_clock_rate_ppm: i64,
-    /// See [`Flags::test_lose_unsynced_writes`].
+    /// See [`FlagOnly::test_lose_unsynced_writes`].
     pub test_lose_unsynced_writes: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            bind: "127.0.0.1".into(),
-            port: DEFAULT_PORT,
-            dir: PathBuf::from("./data"),
-            requirepass: None,
-            node_id: 1,
-            peer_port: DEFAULT_PORT + PEER_PORT_OFFSET,
-            peers: BTreeMap::new(),
-            maxclients: 10_000,
-            limits: Limits::default(),
-            write_timeout_ms: 5_000,
-            snapshot_every: 10_000,
-            log_level: "info".into(),
-            join: false,
-            fault_injection: false,
-            test_clock_offset_ms: 0,
-            test_clock_rate_ppm: 0,
-            test_lose_unsynced_writes: false,
-        }
-    }
 }
 
 /// Parses `1=host:port,2=host:port`.
@@ -194,64 +216,37 @@ pub fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
 }
 
 impl Config {
-    /// Resolves flags (and the file they name) over the defaults.
-    pub fn from_flags(flags: Flags) -> anyhow::Result<Config> {
-        let file = match &flags.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str::<FileConfig>(&text)
-                    .with_context(|| format!("parsing config file {}", path.display()))?
-            }
-            None => FileConfig::default(),
-        };
-        let d = Config::default();
-        let port = flags.port.or(file.port).unwrap_or(d.port);
-        let peers = match flags.peers.or(file.peers) {
-            Some(p) => parse_peers(&p)?,
+    /// Resolves the settings: the peer list parsed, the peer port derived from the client
+    /// port unless given, and the whole checked.
+    pub fn from_settings(s: Settings) -> anyhow::Result<Config> {
+        let peers = match &s.peers {
+            Some(p) => parse_peers(p)?,
             None => BTreeMap::new(),
         };
         let cfg = Config {
-            bind: flags.bind.or(file.bind).unwrap_or(d.bind),
-            port,
-            dir: flags.dir.or(file.dir).unwrap_or(d.dir),
-            requirepass: flags.requirepass.or(file.requirepass),
-            node_id: flags.node_id.or(file.node_id).unwrap_or(d.node_id),
-            peer_port: flags
+            peer_port: s
                 .peer_port
-                .or(file.peer_port)
-                .unwrap_or_else(|| port.wrapping_add(PEER_PORT_OFFSET)),
+                .unwrap_or_else(|| s.port.wrapping_add(PEER_PORT_OFFSET)),
+            bind: s.bind,
+            port: s.port,
+            dir: s.dir,
+            requirepass: s.requirepass,
+            node_id: s.node_id,
             peers,
-            maxclients: flags.maxclients.or(file.maxclients).unwrap_or(d.maxclients),
+            maxclients: s.maxclients,
             limits: Limits {
-                max_bulk_len: flags
-                    .proto_max_bulk_len
-                    .or(file.proto_max_bulk_len)
-                    .unwrap_or(d.limits.max_bulk_len),
-                max_multibulk_len: flags
-                    .max_multibulk_len
-                    .or(file.max_multibulk_len)
-                    .unwrap_or(d.limits.max_multibulk_len),
-                max_query_buffer: flags
-                    .client_query_buffer_limit
-                    .or(file.client_query_buffer_limit)
-                    .unwrap_or(d.limits.max_query_buffer),
+                max_bulk_len: s.proto_max_bulk_len,
+                max_multibulk_len: s.max_multibulk_len,
+                max_query_buffer: s.client_query_buffer_limit,
             },
-            write_timeout_ms: flags
-                .write_timeout_ms
-                .or(file.write_timeout_ms)
-                .unwrap_or(d.write_timeout_ms),
-            snapshot_every: flags
-                .snapshot_every
-                .or(file.snapshot_every)
-                .unwrap_or(d.snapshot_every)
-                .max(1),
-            log_level: flags.log_level.or(file.log_level).unwrap_or(d.log_level),
-            join: flags.join || file.join.unwrap_or(false),
-            fault_injection: flags.enable_fault_injection,
-            test_clock_offset_ms: flags.test_clock_offset_ms.unwrap_or(0),
-            test_clock_rate_ppm: flags.test_clock_rate_ppm.unwrap_or(0),
-            test_lose_unsynced_writes: flags.test_lose_unsynced_writes,
+            write_timeout_ms: s.write_timeout_ms,
+            snapshot_every: s.snapshot_every.max(1),
+            log_level: s.log_level,
+            join: s.join,
+            fault_injection: s.flag_only.enable_fault_injection,
+            test_clock_offset_ms: s.flag_only.test_clock_offset_ms,
+            test_clock_rate_ppm: s.flag_only.test_clock_rate_ppm,
+            test_lose_unsynced_writes: s.flag_only.test_lose_unsynced_writes,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");
@@ -278,33 +273,56 @@ impl Config {
 mod tests {
     use super::*;
 
+    fn config(args: &[&str]) -> anyhow::Result<Config> {
+        let argv = ["palisade"].iter().chain(args);
+        Config::from_settings(Settings::from_args(argv)?)
+    }
+
+    /// A config file in a temporary directory, with `text` in it.
+    fn file(text: &str) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_str().unwrap().to_string();
+        (dir, path)
+    }
+
     #[test]
     fn defaults_without_flags() {
-        let cfg = Config::from_flags(Flags::parse_from(["palisade"])).unwrap();
+        let cfg = config(&[]).unwrap();
         assert_eq!(
             (cfg.bind.as_str(), cfg.port, cfg.peer_port),
             ("127.0.0.1", 6379, 16379)
         );
         assert_eq!(cfg.dir, PathBuf::from("./data"));
+        // The defaults of docs/configuration.md.
+        assert_eq!(
+            (
+                cfg.node_id,
+                cfg.maxclients,
+                cfg.write_timeout_ms,
+                cfg.snapshot_every
+            ),
+            (1, 10_000, 5_000, 10_000)
+        );
+        assert_eq!(
+            (
+                cfg.limits.max_bulk_len,
+                cfg.limits.max_multibulk_len,
+                cfg.limits.max_query_buffer
+            ),
+            (536_870_912, 1_048_576, 1_073_741_824)
+        );
+        assert_eq!((cfg.log_level.as_str(), cfg.requirepass), ("info", None));
+        assert!(cfg.peers.is_empty() && !cfg.join && !cfg.fault_injection);
+        assert!(!cfg.test_lose_unsynced_writes);
+        assert_eq!((cfg.test_clock_offset_ms, cfg.test_clock_rate_ppm), (0, 0));
     }
 
     #[test]
     fn flags_override_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.toml");
-        std::fs::write(
-            &path,
-            "port = 7000\nbind = \"0.0.0.0\"\nproto-max-bulk-len = 100\n",
-        )
-        .unwrap();
-        let cfg = Config::from_flags(Flags::parse_from([
-            "palisade",
-            "--config",
-            path.to_str().unwrap(),
-            "--port",
-            "7001",
-        ]))
-        .unwrap();
+        let (_dir, path) = file("port = 7000\nbind = \"0.0.0.0\"\nproto-max-bulk-len = 100\n");
+        let cfg = config(&["--config", &path, "--port", "7001"]).unwrap();
         assert_eq!(
             (
                 cfg.bind.as_str(),
@@ -314,13 +332,126 @@ mod tests {
             ),
             ("0.0.0.0", 7001, 17001, 100)
         );
-        std::fs::write(&path, "bogus = 1\n").unwrap();
-        assert!(Config::from_flags(Flags::parse_from([
-            "palisade",
-            "--config",
-            path.to_str().unwrap()
-        ]))
-        .is_err());
+        // A flag given with its default value still wins over the file.
+        let cfg = config(&["--config", &path, "--port", "6379"]).unwrap();
+        assert_eq!((cfg.port, cfg.peer_port), (6379, 16379));
+        // The peer port follows the file's client port.
+        let cfg = config(&["--config", &path]).unwrap();
+        assert_eq!((cfg.port, cfg.peer_port), (7000, 17000));
+    }
+
+    #[test]
+    fn every_file_key_is_read() {
+        let (_dir, path) = file(
+            "bind = \"10.0.0.5\"\nport = 1\ndir = \"/d\"\nrequirepass = \"pw\"\nnode-id = 2\n\
+             peer-port = 3\npeers = \"2=h:3\"\nmaxclients = 4\nproto-max-bulk-len = 5\n\
+             max-multibulk-len = 6\nclient-query-buffer-limit = 7\nwrite-timeout-ms = 8\n\
+             snapshot-every = 9\nlog-level = \"debug\"\njoin = true\n",
+        );
+        let cfg = config(&["--config", &path]).unwrap();
+        assert_eq!(
+            (
+                cfg.bind.as_str(),
+                cfg.port,
+                cfg.dir.to_str(),
+                cfg.requirepass.as_deref()
+            ),
+            ("10.0.0.5", 1, Some("/d"), Some("pw"))
+        );
+        assert_eq!((cfg.node_id, cfg.peer_port, cfg.maxclients), (2, 3, 4));
+        assert_eq!(cfg.peers.get(&2).map(String::as_str), Some("h:3"));
+        let l = &cfg.limits;
+        assert_eq!(
+            (l.max_bulk_len, l.max_multibulk_len, l.max_query_buffer),
+            (5, 6, 7)
+        );
+        assert_eq!((cfg.write_timeout_ms, cfg.snapshot_every), (8, 9));
+        assert_eq!((cfg.log_level.as_str(), cfg.join), ("debug", true));
+        // --join on the command line and `join = false` in the file: the flag wins.
+        let (_dir, path) = file("join = false\n");
+        assert!(config(&["--config", &path, "--join"]).unwrap().join);
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let err = |text: &str| {
+            let (_dir, path) = file(text);
+            let e = config(&["--config", &path]).unwrap_err();
+            (format!("{e}"), path)
+        };
+        for bad in [
+            "bogus = 1\n",
+            "port = \"x\"\n",
+            "port = 70000\n",
+            "not toml\n",
+            // Flags only: the file itself and the test switches have no key.
+            "config = \"other.toml\"\n",
+            "enable-fault-injection = true\n",
+            "test-lose-unsynced-writes = true\n",
+        ] {
+            let (e, path) = err(bad);
+            assert_eq!(e, format!("parsing config file {path}"), "{bad}");
+        }
+        let e = config(&["--config", "/nonexistent/p.toml"]).unwrap_err();
+        assert_eq!(format!("{e}"), "reading config file /nonexistent/p.toml");
+    }
+
+    #[test]
+    fn checks_keep_their_text() {
+        let e = config(&["--node-id", "0"]).unwrap_err();
+        assert_eq!(format!("{e}"), "--node-id must be at least 1");
+        let e = config(&["--node-id", "3", "--peers", "1=a:1,2=b:2"]).unwrap_err();
+        assert_eq!(
+            format!("{e}"),
+            "--peers does not list --node-id 3; add it, or start with --join"
+        );
+        let cfg = config(&["--node-id", "3", "--peers", "1=a:1,2=b:2", "--join"]).unwrap();
+        assert!(cfg.join);
+        assert_eq!(
+            config(&["--snapshot-every", "0"]).unwrap().snapshot_every,
+            1
+        );
+    }
+
+    #[test]
+    fn the_documented_flags_exist() {
+        let cmd = Settings::command();
+        let longs: Vec<&str> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
+        for flag in [
+            "bind",
+            "port",
+            "dir",
+            "config",
+            "requirepass",
+            "node-id",
+            "peer-port",
+            "peers",
+            "join",
+            "snapshot-every",
+            "enable-fault-injection",
+            "maxclients",
+            "proto-max-bulk-len",
+            "max-multibulk-len",
+            "client-query-buffer-limit",
+            "write-timeout-ms",
+            "log-level",
+            "test-clock-offset-ms",
+            "test-clock-rate-ppm",
+            "test-lose-unsynced-writes",
+        ] {
+            assert!(longs.contains(&flag), "--{flag}");
+        }
+        let cfg = config(&[
+            "--test-clock-offset-ms",
+            "-5",
+            "--test-clock-rate-ppm",
+            "-7",
+        ])
+        .unwrap();
+        assert_eq!(
+            (cfg.test_clock_offset_ms, cfg.test_clock_rate_ppm),
+            (-5, -7)
+        );
     }
 
     #[test]

@@ -28,7 +28,6 @@
 
 pub mod cmd;
 pub mod config;
-pub mod plot;
 pub mod raft;
 pub mod raft_types;
 pub mod resp;

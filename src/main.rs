@@ -1,7 +1,6 @@
 //! The `palisade` binary: configuration, tracing, start the node, wait for a signal, shut down.
 
-use clap::Parser;
-use palisade::config::{Config, Flags};
+use palisade::config::{Config, Settings};
 use palisade::server::Server;
 use tracing_subscriber::EnvFilter;
 
@@ -24,7 +23,7 @@ pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = Config::from_flags(Flags::parse())?;
+    let config = Config::from_settings(Settings::from_command_line()?)?;
     // A bare level keeps openraft's chatty per-election logs at warn; a full filter is used as is.
     let spec = if config.log_level.contains('=') {
         config.log_level.clone()

@@ -30,19 +30,22 @@ pub struct ClientInfo {
     pub last: Instant,
     /// Last command name.
     pub cmd: String,
+    /// Waiting in BLPOP/BRPOP for a push (CLIENT LIST `flags=b`, as Redis).
+    pub blocked: bool,
 }
 
 impl ClientInfo {
     /// One CLIENT LIST line, with Redis's field names and order.
     pub fn line(&self) -> String {
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
             self.name,
             self.since.elapsed().as_secs(),
             self.last.elapsed().as_secs(),
+            if self.blocked { "b" } else { "N" },
             self.cmd,
             self.resp,
             self.lib_name,
@@ -123,6 +126,12 @@ impl Clients {
         }
     }
 
+    /// Marks client `id` as blocked until the returned guard is dropped.
+    pub fn block(&self, id: u64) -> Blocked<'_> {
+        self.update(id, |c| c.blocked = true);
+        Blocked { clients: self, id }
+    }
+
     /// Number of connections.
     pub fn len(&self) -> usize {
         self.map.lock().map(|m| m.len()).unwrap_or(0)
@@ -148,5 +157,18 @@ impl Clients {
             .lock()
             .map(|m| m.values().map(|c| c.line() + "\n").collect())
             .unwrap_or_default()
+    }
+}
+
+/// A client's blocked mark (see [`Clients::block`]); dropping it clears the mark, on every
+/// way out of the blocking command.
+pub struct Blocked<'a> {
+    clients: &'a Clients,
+    id: u64,
+}
+
+impl Drop for Blocked<'_> {
+    fn drop(&mut self) {
+        self.clients.update(self.id, |c| c.blocked = false);
     }
 }

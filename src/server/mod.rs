@@ -348,6 +348,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
             since: now,
             last: now,
             cmd: "NULL".into(),
+            blocked: false,
         });
         let (sh, rx) = (shared.clone(), stop.clone());
         sessions.spawn(async move {

@@ -329,6 +329,8 @@ impl Session {
     /// While the lock is visibly held, it sleeps instead of writing to the log.
     async fn lock_wait(&mut self, lock: Lock) -> Reply {
         let until = Instant::now() + Duration::from_millis(lock.wait_ms);
+        let shared = self.shared.clone();
+        let mut blocked = None;
         loop {
             let held_for = self.held_by_other(&lock);
             let now = Instant::now();
@@ -348,6 +350,8 @@ impl Session {
             } else if now >= until {
                 return Reply::Nil;
             }
+            // Waiting for another owner: blocked (CLIENT LIST `flags=b`) until it returns.
+            blocked.get_or_insert_with(|| shared.clients.block(self.id));
             let nap = held_for.unwrap_or(5).clamp(1, 20);
             tokio::time::sleep_until((now + Duration::from_millis(nap)).min(until)).await;
         }

@@ -2,13 +2,13 @@
 //! a minority partition, membership changes, snapshot catch-up and a full-cluster crash.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::Cluster;
-use crate::common::{as_bulk, purged_and_applied, try_int, words, Conn};
+use crate::common::{as_bulk, purged_and_applied, try_int, wait_for, words, Conn};
 
 /// A client that fails over between nodes: on an I/O failure it reconnects to the next node.
 struct Client {
@@ -52,15 +52,41 @@ fn ports(c: &Cluster) -> Vec<u16> {
     c.nodes.values().map(|n| n.port).collect()
 }
 
+/// Per-worker counts of acknowledged operations, shared between the workers and the test.
+type Progress = Arc<Vec<AtomicU64>>;
+
+fn progress(workers: usize) -> Progress {
+    Arc::new((0..workers).map(|_| AtomicU64::new(0)).collect())
+}
+
+fn counts(p: &Progress) -> Vec<u64> {
+    p.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+}
+
+/// Waits until every worker has acknowledged `more` operations since `since` (a
+/// [`counts`] taken earlier).
+#[track_caller]
+fn wait_progress(p: &Progress, since: &[u64], more: u64, what: &str) {
+    wait_for(Duration::from_secs(30), what, || {
+        let now = counts(p);
+        now.iter()
+            .zip(since)
+            .all(|(n, s)| *n >= s + more)
+            .then_some(())
+    });
+}
+
 #[test]
 fn leader_crash_under_load_keeps_tokens_fences_and_acked_writes() {
     let mut cluster = Cluster::start(3, &["--write-timeout-ms", "3000"]);
     let leader = cluster.wait_leader(&[1, 2, 3]);
     let stop = Arc::new(AtomicBool::new(false));
     let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let cycles = progress(8);
     let mut workers = Vec::new();
     for w in 0..8usize {
         let (ps, stop, violations) = (ports(&cluster), stop.clone(), violations.clone());
+        let cycles = cycles.clone();
         workers.push(thread::spawn(move || {
             let mut client = Client::new(ps, w);
             let (key, res, owner) = (
@@ -91,6 +117,9 @@ fn leader_crash_under_load_keeps_tokens_fences_and_acked_writes() {
                 let reply = client.call(&format!("FENCEDSET {res} {value} {token}"));
                 let acked = reply.as_deref() == Some(b"+OK\r\n");
                 writes.push((value, acked));
+                if acked {
+                    cycles[w].fetch_add(1, Ordering::Relaxed);
+                }
                 if last_token > 0 && last_token < token {
                     // Once a write with the higher token is acked, the fence holds it: a
                     // stale token must be refused, before and after the failover. (If that
@@ -112,7 +141,8 @@ fn leader_crash_under_load_keeps_tokens_fences_and_acked_writes() {
             (res, writes, last_token)
         }));
     }
-    thread::sleep(Duration::from_millis(1500));
+    // Every worker has written under a few tokens (so stale tokens are tried) before the kill.
+    wait_progress(&cycles, &[0; 8], 3, "cycles before the kill");
     let killed_at = Instant::now();
     cluster.kill9(leader);
     let survivors: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
@@ -122,7 +152,8 @@ fn leader_crash_under_load_keeps_tokens_fences_and_acked_writes() {
         failover < Duration::from_secs(10),
         "failover took {failover:?}"
     );
-    thread::sleep(Duration::from_millis(2000));
+    // And again on the new leader, with tokens from before and after the failover.
+    wait_progress(&cycles, &counts(&cycles), 3, "cycles after the failover");
     stop.store(true, Ordering::Relaxed);
     let results: Vec<_> = workers
         .into_iter()
@@ -315,8 +346,9 @@ fn minority_leader_grants_nothing_and_cluster_converges_after_heal() {
 fn adding_and_removing_nodes_under_load_loses_no_acked_write() {
     let mut cluster = Cluster::start(3, &[]);
     let stop = Arc::new(AtomicBool::new(false));
+    let written = progress(1);
     let writer = {
-        let (ps, stop) = (ports(&cluster), stop.clone());
+        let (ps, stop, written) = (ports(&cluster), stop.clone(), written.clone());
         thread::spawn(move || {
             let mut client = Client::new(ps, 0);
             let mut acked = Vec::new();
@@ -325,12 +357,13 @@ fn adding_and_removing_nodes_under_load_loses_no_acked_write() {
                 i += 1;
                 if client.call(&format!("SET w:{i} {i}")).as_deref() == Some(b"+OK\r\n") {
                     acked.push(i);
+                    written[0].fetch_add(1, Ordering::Relaxed);
                 }
             }
             acked
         })
     };
-    thread::sleep(Duration::from_millis(500));
+    wait_progress(&written, &[0], 20, "writes before the membership changes");
     let new_id = cluster.spawn_joiner();
     let addr = format!("127.0.0.1:{}", cluster.nodes[&new_id].peer_port);
     // Sent to a node that may be a follower: the admin command is forwarded to the leader.
@@ -340,18 +373,17 @@ fn adding_and_removing_nodes_under_load_loses_no_acked_write() {
         b"+OK\r\n"
     );
     // The new node learns the new membership when it applies it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let voters = cluster.info(new_id, "voters").unwrap_or_default();
-        if voters.split(',').any(|v| v == new_id.to_string()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node {new_id} is not a voter: voters {voters:?}"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        Duration::from_secs(10),
+        "the new node to be a voter",
+        || {
+            let voters = cluster.info(new_id, "voters").unwrap_or_default();
+            voters
+                .split(',')
+                .any(|v| v == new_id.to_string())
+                .then_some(())
+        },
+    );
     // Remove an old follower.
     let leader = cluster.wait_leader(&[1, 2, 3, new_id]);
     let victim = [1, 2, 3]
@@ -364,7 +396,7 @@ fn adding_and_removing_nodes_under_load_loses_no_acked_write() {
             .c(&format!("RAFT.NODE REMOVE {victim}")),
         b"+OK\r\n"
     );
-    thread::sleep(Duration::from_millis(500));
+    wait_progress(&written, &counts(&written), 20, "writes after the removal");
     stop.store(true, Ordering::Relaxed);
     let acked = writer.join().expect("writer");
     assert!(acked.len() > 20, "too few acked writes: {}", acked.len());
@@ -458,6 +490,21 @@ fn lagger_that_needs_a_snapshot(every: &str) -> (Cluster, u64, u64, Conn, usize)
     (cluster, leader, lagger, c, i)
 }
 
+/// Waits until node `id` logs that the test hook holds a snapshot install.
+#[track_caller]
+fn wait_install_started(cluster: &Cluster, id: u64) {
+    wait_for(
+        Duration::from_secs(30),
+        "the lagger to start a snapshot install",
+        || {
+            std::fs::read_to_string(cluster.log(id))
+                .unwrap_or_default()
+                .contains("test hook: delaying a snapshot install")
+                .then_some(())
+        },
+    );
+}
+
 /// Regression (chaos soak, 5 nodes, seed 102): openraft 0.9 purges the log a received
 /// snapshot covers as soon as it queues the install, without waiting for it. A kill -9
 /// inside the install left the log purged past the persisted state machine, and the node
@@ -485,19 +532,10 @@ fn a_kill_during_snapshot_install_leaves_a_node_that_restarts_and_catches_up() {
         )],
     );
     cluster.restart(lagger);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(cluster.log(lagger))
-        .unwrap_or_default()
-        .contains("test hook: delaying a snapshot install")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the lagger never started a snapshot install\n{}",
-            cluster.logs()
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-    // Let openraft go on past the install it queued (it purges right after queueing it).
+    wait_install_started(&cluster, lagger);
+    // A grace period, not a wait for an event: openraft 0.9 purged the log right after it
+    // queued the install, and a correct node does nothing observable here (its log stays
+    // as it is until the install is done), so there is no state to wait for.
     thread::sleep(Duration::from_millis(500));
     cluster.kill9(lagger);
     let (purged, applied) = purged_and_applied(&cluster.dir(lagger));
@@ -644,7 +682,22 @@ fn a_snapshot_install_slower_than_the_leaders_timeout_leaves_no_hole_in_the_log(
         })
         .collect();
     cluster.restart(lagger);
-    thread::sleep(Duration::from_secs(10));
+    // The install starts and is held for 3 s, past the leader's 2 s timeout; meanwhile the
+    // leader snapshots and purges its log again, past what the lagger is installing.
+    wait_install_started(&cluster, lagger);
+    let purged = cluster.info_u64(leader, "purged_index");
+    let purged_again = wait_for(Duration::from_secs(30), "the leader to purge again", || {
+        let now = cluster.info_u64(leader, "purged_index");
+        (now > purged).then_some(now)
+    });
+    // Then the lagger, done with the held install, gets past that purge point: what the
+    // leader sends it next starts from an index the leader purged during the install, where
+    // the regression left a hole.
+    wait_for(
+        Duration::from_secs(60),
+        "the lagger to get past the purge",
+        || (cluster.info_u64(lagger, "applied_index") > purged_again).then_some(()),
+    );
     stop.store(true, Ordering::Relaxed);
     let written: u64 = writers.into_iter().map(|w| w.join().expect("writer")).sum();
     cluster.wait_converged(&[1, 2, 3]);

@@ -2,7 +2,6 @@
 //! subscriber on every node exactly once, a BLPOP on one node is woken by a push (or a
 //! script) committed through another, and the script cache survives a failover.
 
-use std::thread;
 use std::time::Duration;
 
 use crate::common::cluster::Cluster;
@@ -60,7 +59,7 @@ fn scripted_publish_reaches_every_node_once_and_blpop_wakes_across_nodes() {
     // BLPOP on one follower, LPUSH through the other.
     let mut waiter = c.conn(f[1]);
     waiter.send(&words("BLPOP jobs 10"));
-    thread::sleep(Duration::from_millis(300));
+    wait_blocked(&mut c.conn(f[1]), 1);
     assert_reply(
         &c.conn(f[0]).c("LPUSH jobs j1"),
         b":1\r\n",
@@ -73,7 +72,7 @@ fn scripted_publish_reaches_every_node_once_and_blpop_wakes_across_nodes() {
     );
     // And by a script run through the leader.
     waiter.send(&words("BLPOP jobs 10"));
-    thread::sleep(Duration::from_millis(300));
+    wait_blocked(&mut c.conn(f[1]), 1);
     c.conn(leader).cmd(&[
         "EVAL",
         "return redis.call('rpush', KEYS[1], 'j2')",

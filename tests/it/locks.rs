@@ -547,7 +547,7 @@ fn lock_wait() {
         let r = b.c("LOCK w B PX 10000 WAIT 10000");
         (r, Instant::now())
     });
-    thread::sleep(Duration::from_millis(200));
+    wait_blocked(&mut a, 1);
     assert_reply(&a.c("UNLOCK w A"), b":1\r\n", "holder unlocks");
     let unlocked_at = Instant::now();
     let (r, got_at) = waiter.join().unwrap();

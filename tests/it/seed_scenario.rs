@@ -12,7 +12,6 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
@@ -115,15 +114,11 @@ fn paused_client_is_fenced_off() {
         .unwrap()
         .write_all(b"go\n")
         .expect("write to A's stdin");
-    thread::sleep(Duration::from_secs(2));
+    // Phase 3: A's lease expires while A is stopped; then B locks and writes.
+    wait_for(Duration::from_secs(10), "A's lease to expire", || {
+        (obs.c("LOCKINFO lock") == b"$-1\r\n").then_some(())
+    });
     assert_eq!(proc_state(a_pid), Some('T'), "A must still be stopped");
-
-    // Phase 3: the lease has expired; B locks and writes.
-    assert_reply(
-        &obs.c("LOCKINFO lock"),
-        b"$-1\r\n",
-        "A's lease expired during the pause",
-    );
     let b = python_client(
         &script,
         srv.port(),

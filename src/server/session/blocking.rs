@@ -168,12 +168,17 @@ impl Session {
             return Reply::err("ERR internal: state lock poisoned");
         };
         let mut watch_peer = true;
+        let shared = self.shared.clone();
+        let mut blocked = None;
         loop {
             let rx = self.shared.proposer.submit(Command::BPop(pop.clone()));
             let reply = await_write(rx, self.write_deadline()).await;
             if !matches!(reply, Reply::NilArray) {
                 return reply;
             }
+            // Nothing to pop: from now until it returns, the client is blocked (tests wait
+            // for the mark instead of sleeping).
+            blocked.get_or_insert_with(|| shared.clients.block(self.id));
             loop {
                 let timeout = async {
                     match until {

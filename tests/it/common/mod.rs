@@ -789,6 +789,21 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
     }
 }
 
+/// Waits until at least `n` clients of the server that `c` is connected to wait inside a
+/// blocking command (BLPOP, BRPOP, LOCK ... WAIT): CLIENT LIST shows them with `flags=b`, as
+/// Redis does. A test that pushes or unlocks after this knows the waiter is really waiting.
+#[track_caller]
+pub fn wait_blocked(c: &mut Conn, n: usize) {
+    wait_for(
+        Duration::from_secs(10),
+        &format!("{n} blocked client(s)"),
+        || {
+            let list = String::from_utf8_lossy(&c.c("CLIENT LIST")).into_owned();
+            (list.matches(" flags=b ").count() >= n).then_some(())
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Lock helpers (parse Palisade's lock replies strictly)
 // ---------------------------------------------------------------------------------------

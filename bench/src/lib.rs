@@ -1,4 +1,4 @@
-//! `palisade-bench`: lock-cycle throughput and latency against Palisade, Redis and etcd.
+//! `palisade-bench`, the library behind the binary: lock-cycle throughput and latency against Palisade, Redis and etcd.
 //!
 //! ```text
 //! palisade-bench --target palisade=palisade@127.0.0.1:6379 --target redis-always=redis@127.0.0.1:7000 \
@@ -17,7 +17,7 @@
 //! distinct long-lived locks with deep pipelining and prints locks/s. etcd targets run the
 //! cycle and hot workloads only.
 
-mod chart;
+pub mod chart;
 mod client;
 mod etcd;
 mod load;
@@ -40,13 +40,14 @@ use report::{RoundResult, Summary};
 use stats::RunStats;
 use workload::{Conn, Kind, Worker, Workload, RELEASE};
 
+/// The command line of `palisade-bench`.
 #[derive(Parser, Debug)]
 #[command(
     name = "palisade-bench",
     version,
     about = "Lock-cycle benchmark for Palisade, Redis and etcd"
 )]
-struct Args {
+pub struct Args {
     /// A target: NAME=KIND@HOST:PORT, KIND being palisade, redis or etcd (etcd v3.4's client
     /// port; cycle and hot workloads only). Repeat to compare.
     #[arg(long = "target", required_unless_present = "replot")]
@@ -82,7 +83,7 @@ struct Args {
     #[arg(long, requires = "plot")]
     replot: Option<std::path::PathBuf>,
     /// The title of the plot.
-    #[arg(long, default_value = "LOCK CYCLES")]
+    #[arg(long, default_value = "Lock cycles")]
     title: String,
     /// The target that ratios are taken against (default: the first target whose name
     /// starts with redis-always, else the first target).
@@ -311,17 +312,14 @@ struct SavedTarget {
     name: String,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Runs the benchmark that `args` describes: a sweep, a load, or a replot.
+pub async fn run(args: Args) -> anyhow::Result<()> {
     if let (Some(json), Some(plot)) = (&args.replot, &args.plot) {
         let text = std::fs::read(json).with_context(|| format!("reading {}", json.display()))?;
         let saved: Saved = serde_json::from_slice(&text)
             .with_context(|| format!("{} is not the --json of a sweep", json.display()))?;
         let names: Vec<String> = saved.targets.into_iter().map(|t| t.name).collect();
-        return chart::clients_chart(&saved.summary, &names, &args.title)
-            .save(plot)
-            .with_context(|| format!("writing {}", plot.display()));
+        return chart::save(plot, &saved.summary, &names, &args.title);
     }
     let mut targets = args
         .targets
@@ -415,9 +413,7 @@ async fn main() -> anyhow::Result<()> {
         )?;
     }
     if let Some(path) = &args.plot {
-        chart::clients_chart(&summary, &names, &args.title)
-            .save(path)
-            .with_context(|| format!("writing {}", path.display()))?;
+        chart::save(path, &summary, &names, &args.title)?;
     }
     Ok(())
 }
