@@ -17,6 +17,7 @@ mod cluster;
 mod cluster_scripting;
 mod differential;
 mod durability;
+mod golden;
 mod handshake;
 mod lock_scripts;
 mod locks;
