@@ -19,6 +19,7 @@ mod differential;
 mod durability;
 mod golden;
 mod handshake;
+mod layers;
 mod lock_scripts;
 mod locks;
 mod pubsub;
