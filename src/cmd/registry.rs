@@ -192,9 +192,14 @@ macro_rules! commands {
                         #[deny(unreachable_patterns)]
                         match tag {
                             $( $( $tag => fields.newtype_variant().map(Command::$variant), )* )*
-                            _ => Err(serde::de::Error::custom(format_args!(
-                                "unknown command tag {tag}"
-                            ))),
+                            // postcard drops an error's text, so the log says what it was:
+                            // an entry written by a newer release, or corrupt data.
+                            _ => {
+                                tracing::error!(tag, "unknown command tag in stored or received data");
+                                Err(serde::de::Error::custom(format_args!(
+                                    "unknown command tag {tag}"
+                                )))
+                            }
                         }
                     }
                 }
