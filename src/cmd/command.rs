@@ -1,5 +1,6 @@
 //! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST`, answered from the
-//! command table (every file's `COMMANDS` rows, in registry order). `COMMAND DOCS` returns an error, which redis-cli handles by falling back.
+//! command table (every file's `COMMANDS` rows, in registry order). `COMMAND DOCS` returns an
+//! error, which redis-cli handles by falling back.
 
 use super::connection::ConnCmd;
 use super::registry::table;

@@ -130,7 +130,9 @@ pub trait Replicated {
 /// postcard encoding by tag (an unknown tag is a decode error), its dispatch to
 /// [`Replicated`], and the command table from each module's `COMMANDS`.
 macro_rules! commands {
-    ($( $module:ident : [ $( $tag:literal => $variant:ident ( $ty:ident ) ),* $(,)? ] ),* $(,)?) => {
+    ($(
+        $module:ident : [ $( $tag:literal => $variant:ident ( $ty:ident ) ),* $(,)? ]
+    ),* $(,)?) => {
         /// A replicated command, as stored in log entries and snapshots: the variant's tag,
         /// then its fields (see `cmd/registry.rs`).
         #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,7 +197,7 @@ macro_rules! commands {
                             // postcard drops an error's text, so the log says what it was:
                             // an entry written by a newer release, or corrupt data.
                             _ => {
-                                tracing::error!(tag, "unknown command tag in stored or received data");
+                                tracing::error!(tag, "unknown command tag in stored or sent data");
                                 Err(serde::de::Error::custom(format_args!(
                                     "unknown command tag {tag}"
                                 )))

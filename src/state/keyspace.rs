@@ -221,9 +221,9 @@ impl Keyspace {
     }
 
     /// The live value at `key` for in-place modification, creating it with `empty()` when
-    /// absent (if `empty` is given). [`Error::WrongType`] if `fits` rejects the existing value. The key
-    /// is marked written; the caller must call [`Keyspace::drop_if_empty`] after removing
-    /// elements.
+    /// absent (if `empty` is given). [`Error::WrongType`] if `fits` rejects the existing value.
+    /// The key is marked written; the caller must call [`Keyspace::drop_if_empty`] after
+    /// removing elements.
     pub fn value_mut(
         &mut self,
         key: &Bytes,
