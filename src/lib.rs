@@ -17,14 +17,18 @@
 //! ```
 //!
 //! - [`resp`]: the only code that touches bytes.
-//! - [`cmd`]: one command (or family) per file; the dispatch table.
-//! - [`state`]: the pure, deterministic keyspace, revision and cluster clock.
+//! - [`cmd`]: one command (or family) per file, with its table rows and log tags; the
+//!   registry that joins them.
+//! - [`state`]: the pure, deterministic keyspace, revision and cluster clock (a leaf: it uses
+//!   no other module).
 //! - [`store`]: RocksDB schema, log store, state machine and snapshots.
 //! - [`script`]: sandboxed Lua 5.1 for EVAL, run inside apply.
 //! - [`raft_types`]: the log entry payload and openraft's type configuration.
 //! - [`raft`]: the Raft handle, peer network, node start-up.
 //! - [`server`]: accept loop, sessions, batching, housekeeping.
 //! - [`config`]: flags, TOML file and defaults.
+//!
+//! Which module may use which is drawn in docs/architecture.md ("Layers").
 
 pub mod cmd;
 pub mod config;

@@ -9,9 +9,17 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::list::{pop_n, End};
+use super::registry::flags::BLOCKING;
+use super::registry::{Replicated, Spec};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("blpop", -3, BLOCKING, (1, -2, 1), parse),
+    Spec::new("brpop", -3, BLOCKING, (1, -2, 1), parse),
+];
 
 /// A blocking pop.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,12 +65,16 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl BPop {
+impl Replicated for BPop {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Pops from the first non-empty list: `[key, element]`, or a null array.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         for key in &self.keys {
             match ks.get_list(key, ctx.now) {
-                Err(e) => return e,
+                Err(e) => return e.into(),
                 Ok(Some(l)) if !l.is_empty() => {
                     if let Some(v) = pop_n(ks, key, self.end, 1, ctx.now).pop() {
                         return Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]);

@@ -3,8 +3,12 @@
 use bytes::Bytes;
 
 use super::connection::{invalid_client_name, valid_client_name, ConnCmd};
+use super::registry::{Spec, NO_KEYS};
 use super::Request;
 use crate::resp::{Args, Reply};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &["sentinel"], NO_KEYS, parse)];
 
 /// A parsed CLIENT subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,21 @@
 //! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST`, answered from the
-//! dispatch table. `COMMAND DOCS` returns an error, which redis-cli handles by falling back.
+//! command table (every file's `COMMANDS` rows, in registry order). `COMMAND DOCS` returns an
+//! error, which redis-cli handles by falling back.
 
 use super::connection::ConnCmd;
-use super::{lookup, Request, Spec, TABLE};
+use super::registry::table;
+use super::registry::{Spec, NO_KEYS};
+use super::{lookup, Request};
 use crate::resp::{Args, Reply};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new(
+    "command",
+    -1,
+    &["loading", "stale"],
+    NO_KEYS,
+    parse,
+)];
 
 fn info(spec: &Spec) -> Reply {
     Reply::Array(vec![
@@ -29,18 +41,18 @@ fn info(spec: &Spec) -> Reply {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     if args.remaining() == 0 {
         return Ok(Request::Conn(ConnCmd::Command(Reply::Array(
-            TABLE.iter().map(info).collect(),
+            table().iter().copied().map(info).collect(),
         ))));
     }
     let raw = args.arg()?;
     let sub = String::from_utf8_lossy(&raw).to_lowercase();
     let reply = match sub.as_str() {
-        "count" if args.remaining() == 0 => Reply::Int(TABLE.len() as i64),
-        "list" => Reply::Array(TABLE.iter().map(|s| Reply::text(s.name)).collect()),
+        "count" if args.remaining() == 0 => Reply::Int(table().len() as i64),
+        "list" => Reply::Array(table().iter().map(|s| Reply::text(s.name)).collect()),
         "info" => {
             let names = args.rest();
             if names.is_empty() {
-                Reply::Array(TABLE.iter().map(info).collect())
+                Reply::Array(table().iter().copied().map(info).collect())
             } else {
                 Reply::Array(
                     names

@@ -4,9 +4,22 @@
 
 use bytes::Bytes;
 
+use super::registry::flags::{CONN, CONN_NO_AUTH};
+use super::registry::{Spec, NO_KEYS};
 use super::{client::ClientCmd, Request};
 use crate::resp::args::{parse_i64, syntax_error};
 use crate::resp::{Args, Reply};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("ping", -1, CONN, NO_KEYS, parse_ping),
+    Spec::new("echo", 2, CONN, NO_KEYS, parse_echo),
+    Spec::new("hello", -1, CONN_NO_AUTH, NO_KEYS, parse_hello),
+    Spec::new("auth", -2, CONN_NO_AUTH, NO_KEYS, parse_auth),
+    Spec::new("select", 2, CONN, NO_KEYS, parse_select),
+    Spec::new("quit", -1, CONN_NO_AUTH, NO_KEYS, parse_quit),
+    Spec::new("reset", 1, CONN_NO_AUTH, NO_KEYS, parse_reset),
+];
 
 /// A parsed connection-level command.
 #[derive(Debug, Clone, PartialEq)]

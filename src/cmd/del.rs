@@ -3,9 +3,17 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::WRITE_FAST;
+use super::registry::{Replicated, Spec, ALL_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("del", -2, &["write"], ALL_KEYS, parse),
+    Spec::new("unlink", -2, WRITE_FAST, ALL_KEYS, parse),
+];
 
 /// Deletes keys; replies with how many existed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,9 +27,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::Del(Del { keys: args.rest() })))
 }
 
-impl Del {
+impl Replicated for Del {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the deletion. Fences are untouched: they outlive the value.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         Reply::Int(
             self.keys
                 .iter()

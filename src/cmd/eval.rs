@@ -9,10 +9,21 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::SCRIPTING;
+use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::script::{self, Access, Invocation};
+use crate::state::scripts::sha1_hex;
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("eval", -3, SCRIPTING, NO_KEYS, parse),
+    Spec::new("evalsha", -3, SCRIPTING, NO_KEYS, parse),
+    Spec::new("eval_ro", -3, SCRIPTING, NO_KEYS, parse),
+    Spec::new("evalsha_ro", -3, SCRIPTING, NO_KEYS, parse),
+];
 
 /// Redis's reply to EVALSHA of an unknown script (redsync relies on `NOSCRIPT `).
 pub const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
@@ -36,6 +47,11 @@ pub struct Eval {
     /// ARGV.
     pub args: Vec<Bytes>,
 }
+
+/// EVAL_RO or EVALSHA_RO: the same fields as [`Eval`], run on the read path. (It is stored
+/// as exactly those fields: a newtype adds nothing to the encoding.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvalRo(pub Eval);
 
 /// Parses EVAL, EVALSHA, EVAL_RO and EVALSHA_RO.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
@@ -63,7 +79,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         args: argv.to_vec(),
     };
     if name.ends_with("_ro") {
-        Ok(Request::Read(Command::EvalRo(eval)))
+        Ok(Request::Read(Command::EvalRo(EvalRo(eval))))
     } else {
         Ok(Request::Write(Command::Eval(eval)))
     }
@@ -124,16 +140,22 @@ impl Eval {
     /// The body and its SHA1, or NOSCRIPT.
     fn resolve(&self, ks: &Keyspace) -> Result<(String, Bytes), Reply> {
         match &self.source {
-            Source::Body(b) => Ok((script::sha1_hex(b), b.clone())),
+            Source::Body(b) => Ok((sha1_hex(b), b.clone())),
             Source::Sha(sha) => ks
                 .script(sha)
                 .map(|b| (sha.clone(), b.clone()))
                 .ok_or_else(|| Reply::err(NOSCRIPT)),
         }
     }
+}
+
+impl Replicated for Eval {
+    fn is_read(&self) -> bool {
+        false
+    }
 
     /// Runs the script inside apply.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let (sha, body) = match self.resolve(ks) {
             Ok(x) => x,
             Err(e) => return e,
@@ -159,10 +181,17 @@ impl Eval {
         }
         script::run(Access::Write(ks), &inv)
     }
+}
+
+impl Replicated for EvalRo {
+    fn is_read(&self) -> bool {
+        true
+    }
 
     /// Runs the script read-only (EVAL_RO, EVALSHA_RO).
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        let (sha, body) = match self.resolve(ks) {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        let eval = &self.0;
+        let (sha, body) = match eval.resolve(ks) {
             Ok(x) => x,
             Err(e) => return e,
         };
@@ -178,8 +207,8 @@ impl Eval {
         let inv = Invocation {
             sha: &sha,
             body: &text,
-            keys: &self.keys,
-            args: &self.args,
+            keys: &eval.keys,
+            args: &eval.args,
             now,
             budget: ks.script_budget(),
         };

@@ -5,9 +5,13 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::{Replicated, Spec};
 use super::Ctx;
 use crate::resp::Reply;
 use crate::state::Keyspace;
+
+/// No client can send these: they have no rows in the command table.
+pub static COMMANDS: &[Spec] = &[];
 
 /// Removes the listed keys if they have expired at the entry's cluster time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,9 +20,27 @@ pub struct Evict {
     pub keys: Vec<Bytes>,
 }
 
-impl Evict {
+impl Replicated for Evict {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the eviction; replies with the number removed.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         Reply::Int(self.keys.iter().filter(|k| ks.evict(k, ctx.now)).count() as i64)
+    }
+}
+
+/// Advances cluster time and does nothing else (its entry's timestamp is the point).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tick;
+
+impl Replicated for Tick {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    fn apply(&self, _ks: &mut Keyspace, _ctx: Ctx) -> Reply {
+        Reply::ok()
     }
 }

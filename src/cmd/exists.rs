@@ -3,9 +3,14 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::READ_FAST;
+use super::registry::{Replicated, Spec, ALL_KEYS};
 use super::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("exists", -2, READ_FAST, ALL_KEYS, parse)];
 
 /// A parsed EXISTS.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,9 +24,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::Exists(Exists { keys: args.rest() })))
 }
 
-impl Exists {
+impl Replicated for Exists {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Counts live keys.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         Reply::Int(
             self.keys
                 .iter()

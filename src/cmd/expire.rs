@@ -4,9 +4,20 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::WRITE_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Expiry, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("expire", -3, WRITE_FAST, ONE_KEY, parse),
+    Spec::new("pexpire", -3, WRITE_FAST, ONE_KEY, parse),
+    Spec::new("expireat", -3, WRITE_FAST, ONE_KEY, parse),
+    Spec::new("pexpireat", -3, WRITE_FAST, ONE_KEY, parse),
+    Spec::new("persist", 2, WRITE_FAST, ONE_KEY, parse_persist),
+];
 
 /// The Redis 7 condition flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,9 +98,17 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::Expire(Expire { key, when, cond })))
 }
 
-impl Expire {
+impl Replicated for Expire {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    fn resolve_absolute_time(&mut self, unix_now_ms: i64) {
+        self.when.resolve(unix_now_ms);
+    }
+
     /// Applies the new deadline, or deletes the key if it is already in the past.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let Some(entry) = ks.get(&self.key, ctx.now) else {
             return Reply::Int(0);
         };
@@ -129,9 +148,13 @@ pub fn parse_persist(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Persist {
+impl Replicated for Persist {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies PERSIST.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match ks.get(&self.key, ctx.now) {
             Some(e) if e.expire_at.is_some() => {
                 Reply::Int(ks.set_expire(&self.key, None, ctx.now) as i64)

@@ -3,9 +3,14 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::READ_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{fencedset::parse_token, Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("fencecheck", 3, READ_FAST, ONE_KEY, parse)];
 
 /// A parsed FENCECHECK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,9 +31,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl FenceCheck {
+impl Replicated for FenceCheck {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Compares with the live holder's token.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         Reply::Int(
             ks.get(&self.key, now)
                 .is_some_and(|e| e.token == self.token) as i64,

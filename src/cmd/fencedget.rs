@@ -8,9 +8,14 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::fencedset::{fenced, parse_token};
+use super::registry::flags::WRITE_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("fencedget", 3, WRITE_FAST, ONE_KEY, parse)];
 
 /// A parsed FENCEDGET.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,16 +33,20 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::FencedGet(FencedGet { key, token })))
 }
 
-impl FencedGet {
+impl Replicated for FencedGet {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Checks and raises the fence, then reads.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let highest = ks.fence(&self.key);
         if self.token < highest {
             return fenced(self.token, highest);
         }
         let value = match ks.get_str(&self.key, ctx.now) {
             Ok(v) => v.cloned(),
-            Err(e) => return e,
+            Err(e) => return e.into(),
         };
         ks.raise_fence(&self.key, self.token);
         value.map_or(Reply::Nil, Reply::Bulk)

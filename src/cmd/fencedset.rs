@@ -4,10 +4,15 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::WRITE;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("fencedset", -4, WRITE, ONE_KEY, parse)];
 
 /// A parsed FENCEDSET.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,15 +61,19 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl FencedSet {
+impl Replicated for FencedSet {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Checks the fence, raises it and writes.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let highest = ks.fence(&self.key);
         if self.token < highest {
             return fenced(self.token, highest);
         }
         if let Err(e) = ks.get_str(&self.key, ctx.now) {
-            return e;
+            return e.into();
         }
         ks.raise_fence(&self.key, self.token);
         let expire_at = self.ttl_ms.map(|ms| ctx.now.saturating_add(ms));

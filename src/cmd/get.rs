@@ -3,9 +3,17 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::{READ_FAST, WRITE_FAST};
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("get", 2, READ_FAST, ONE_KEY, parse),
+    Spec::new("getdel", 2, WRITE_FAST, ONE_KEY, parse_getdel),
+];
 
 /// `GET key`: the value, or nil.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,12 +27,16 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::Get(Get { key: args.arg()? })))
 }
 
-impl Get {
+impl Replicated for Get {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Reads the key at cluster time `now`.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         match ks.get_str(&self.key, now) {
             Ok(v) => v.cloned().map_or(Reply::Nil, Reply::Bulk),
-            Err(e) => e,
+            Err(e) => e.into(),
         }
     }
 }
@@ -41,9 +53,13 @@ pub fn parse_getdel(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::GetDel(GetDel { key: args.arg()? })))
 }
 
-impl GetDel {
+impl Replicated for GetDel {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies GETDEL.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match ks.get_str(&self.key, ctx.now) {
             Ok(Some(v)) => {
                 let v = v.clone();
@@ -51,7 +67,7 @@ impl GetDel {
                 Reply::Bulk(v)
             }
             Ok(None) => Reply::Nil,
-            Err(e) => e,
+            Err(e) => e.into(),
         }
     }
 }

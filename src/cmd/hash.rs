@@ -9,10 +9,28 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::{READ, READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{wrong_arity, Command, Ctx, Request};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::{Hash, Keyspace, Value};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("hset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset),
+    Spec::new("hmset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset),
+    Spec::new("hsetnx", 4, WRITE_GROW_FAST, ONE_KEY, parse_hset),
+    Spec::new("hget", 3, READ_FAST, ONE_KEY, parse_read),
+    Spec::new("hmget", -3, READ_FAST, ONE_KEY, parse_read),
+    Spec::new("hdel", -3, WRITE_FAST, ONE_KEY, parse_hdel),
+    Spec::new("hexists", 3, READ_FAST, ONE_KEY, parse_read),
+    Spec::new("hincrby", 4, WRITE_GROW_FAST, ONE_KEY, parse_hincrby),
+    Spec::new("hlen", 2, READ_FAST, ONE_KEY, parse_read),
+    Spec::new("hgetall", 2, READ, ONE_KEY, parse_read),
+    Spec::new("hkeys", 2, READ, ONE_KEY, parse_read),
+    Spec::new("hvals", 2, READ, ONE_KEY, parse_read),
+];
 
 /// Which reply an HSET-like command gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,12 +171,16 @@ fn as_hash(v: &mut Value) -> Option<&mut Hash> {
     }
 }
 
-impl HSet {
+impl Replicated for HSet {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the write.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         if self.form == HSetForm::HSetNx {
             match ks.get_hash(&self.key, ctx.now) {
-                Err(e) => return e,
+                Err(e) => return e.into(),
                 Ok(Some(h)) if self.pairs.iter().any(|(f, _)| h.contains_key(f)) => {
                     return Reply::Int(0)
                 }
@@ -166,7 +188,7 @@ impl HSet {
             }
         }
         let hash = match ks.value_mut(&self.key, ctx.now, is_hash, Some(new_hash)) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(v) => v.and_then(as_hash),
         };
         let Some(hash) = hash else {
@@ -186,11 +208,15 @@ impl HSet {
     }
 }
 
-impl HDel {
+impl Replicated for HDel {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the deletion; an emptied hash is removed.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match ks.get_hash(&self.key, ctx.now) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(None) => return Reply::Int(0),
             Ok(Some(h)) if !self.fields.iter().any(|f| h.contains_key(f)) => return Reply::Int(0),
             Ok(Some(_)) => {}
@@ -211,11 +237,15 @@ impl HDel {
     }
 }
 
-impl HIncrBy {
+impl Replicated for HIncrBy {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the increment.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let current = match ks.get_hash(&self.key, ctx.now) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(h) => h.and_then(|h| h.get(&self.field)),
         };
         let current = match current {
@@ -233,18 +263,22 @@ impl HIncrBy {
                 h.insert(self.field.clone(), Bytes::from(next.to_string()));
                 Reply::Int(next)
             }
-            Err(e) => e,
+            Err(e) => e.into(),
             Ok(_) => Reply::err(NOT_INTEGER),
         }
     }
 }
 
-impl HRead {
+impl Replicated for HRead {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Answers the read at `now`.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         let empty = Hash::default();
         let hash = match ks.get_hash(&self.key, now) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(h) => h.unwrap_or(&empty),
         };
         let value = |f: &Bytes| hash.get(f).cloned().map_or(Reply::Nil, Reply::Bulk);

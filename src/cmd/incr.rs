@@ -3,10 +3,20 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::WRITE_GROW_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("incr", 2, WRITE_GROW_FAST, ONE_KEY, parse),
+    Spec::new("decr", 2, WRITE_GROW_FAST, ONE_KEY, parse),
+    Spec::new("incrby", 3, WRITE_GROW_FAST, ONE_KEY, parse),
+    Spec::new("decrby", 3, WRITE_GROW_FAST, ONE_KEY, parse),
+];
 
 /// Adds `by` to the integer stored at `key` (0 if missing), keeping its TTL.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,11 +44,15 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::IncrBy(IncrBy { key, by })))
 }
 
-impl IncrBy {
+impl Replicated for IncrBy {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the increment.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let (current, expire_at) = match ks.get_str(&self.key, ctx.now) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(None) => (0, None),
             Ok(Some(v)) => match parse_i64(v) {
                 Some(n) => (n, ks.get(&self.key, ctx.now).and_then(|e| e.expire_at)),

@@ -6,8 +6,12 @@
 use std::fmt::Write;
 
 use super::connection::ConnCmd;
+use super::registry::{Spec, NO_KEYS};
 use super::Request;
 use crate::resp::{Args, Reply};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("info", -1, &["loading", "stale"], NO_KEYS, parse)];
 
 /// Everything INFO reports, gathered by the server at the time of the call.
 #[derive(Debug, Clone, Default)]
@@ -31,7 +35,7 @@ pub struct InfoData {
     /// jemalloc: bytes allocated, bytes of resident pages it maps.
     pub allocator: (u64, u64),
     /// What RocksDB holds in memory.
-    pub db_memory: crate::store::schema::DbMemory,
+    pub db_memory: DbMemory,
     /// Connections accepted.
     pub total_connections: u64,
     /// Commands processed.
@@ -74,6 +78,19 @@ pub struct InfoData {
     pub members: Vec<u64>,
     /// Data directory.
     pub dir: String,
+}
+
+/// Memory RocksDB holds, in bytes, summed over the column families (INFO memory). The store
+/// fills it in; it is defined here, with the rest of what INFO reports, so that commands do
+/// not depend on the store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DbMemory {
+    /// Memtables, active and immutable (`rocksdb.size-all-mem-tables`).
+    pub memtables: u64,
+    /// Block cache in use (`rocksdb.block-cache-usage`).
+    pub block_cache: u64,
+    /// Index and filter blocks of open table files (`rocksdb.estimate-table-readers-mem`).
+    pub table_readers: u64,
 }
 
 const DEFAULT: &[&str] = &[

@@ -7,10 +7,19 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::{READ, READ_FAST};
+use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Request};
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
 use crate::state::{pattern, Keyspace};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("dbsize", 1, READ_FAST, NO_KEYS, parse_dbsize),
+    Spec::new("keys", 2, READ, NO_KEYS, parse),
+    Spec::new("scan", -2, READ, NO_KEYS, parse_scan),
+];
 
 /// A parsed KEYS.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,9 +35,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Keys {
+impl Replicated for Keys {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Lists matching live keys.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         let all = self.pattern.as_ref() == b"*";
         let keys = ks
             .live_keys(now)
@@ -84,9 +97,13 @@ pub fn parse_scan(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::Scan(scan)))
 }
 
-impl Scan {
+impl Replicated for Scan {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Returns `[next-cursor, [keys]]`.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         let start = self.cursor as usize;
         let mut visited = 0usize;
         let mut out = Vec::new();
@@ -120,9 +137,13 @@ pub fn parse_dbsize(_: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::DbSize(DbSize)))
 }
 
-impl DbSize {
+impl Replicated for DbSize {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Counts live keys.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         Reply::Int(ks.live_len(now) as i64)
     }
 }

@@ -8,9 +8,24 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::{READ, READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Event, Keyspace, List, Value};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("lpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push),
+    Spec::new("rpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push),
+    Spec::new("lpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push),
+    Spec::new("rpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push),
+    Spec::new("lpop", -2, WRITE_FAST, ONE_KEY, parse_pop),
+    Spec::new("rpop", -2, WRITE_FAST, ONE_KEY, parse_pop),
+    Spec::new("llen", 2, READ_FAST, ONE_KEY, parse_read),
+    Spec::new("lrange", 4, READ, ONE_KEY, parse_read),
+    Spec::new("lindex", 3, READ, ONE_KEY, parse_read),
+];
 
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,15 +162,19 @@ pub fn pop_n(ks: &mut Keyspace, key: &Bytes, end: End, n: usize, now: u64) -> Ve
     out
 }
 
-impl Push {
+impl Replicated for Push {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the push; replies with the new length.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let create = (!self.existing).then_some(new_list as fn() -> Value);
         let list = match ks.value_mut(&self.key, ctx.now, is_list, create) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(None) => return Reply::Int(0),
             Ok(Some(Value::List(l))) => l,
-            Ok(Some(_)) => return Reply::err(crate::state::keyspace::WRONGTYPE),
+            Ok(Some(_)) => return Reply::err(super::WRONGTYPE),
         };
         for e in &self.elements {
             match self.end {
@@ -169,11 +188,15 @@ impl Push {
     }
 }
 
-impl Pop {
+impl Replicated for Pop {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Applies the pop.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let len = match ks.get_list(&self.key, ctx.now) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(None) if self.count.is_some() => return Reply::NilArray,
             Ok(None) => return Reply::Nil,
             Ok(Some(l)) => l.len(),
@@ -202,12 +225,16 @@ fn norm(i: i64, len: i64) -> i64 {
     }
 }
 
-impl LRead {
+impl Replicated for LRead {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Answers the read at `now`.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         let empty = List::new();
         let list = match ks.get_list(&self.key, now) {
-            Err(e) => return e,
+            Err(e) => return e.into(),
             Ok(l) => l.unwrap_or(&empty),
         };
         let len = list.len() as i64;

@@ -8,10 +8,15 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::WRITE;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::{Entry, Keyspace, Value};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("lock", -5, WRITE, ONE_KEY, parse)];
 
 /// A parsed LOCK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,9 +65,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Lock {
+impl Replicated for Lock {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Grants the lock if it is free or already held by this owner.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let expire_at = Some(ctx.now.saturating_add(self.ttl_ms));
         match ks.get(&self.key, ctx.now) {
             Some(Entry {

@@ -3,9 +3,14 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::READ_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("lockinfo", 2, READ_FAST, ONE_KEY, parse)];
 
 /// A parsed LOCKINFO.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,13 +26,17 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl LockInfo {
+impl Replicated for LockInfo {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Describes the current holder (WRONGTYPE for a hash or list: it is not a lock).
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         match ks.get(&self.key, now) {
             Some(e) => {
                 let Value::Str(owner) = &e.value else {
-                    return Reply::err(crate::state::keyspace::WRONGTYPE);
+                    return Reply::err(super::WRONGTYPE);
                 };
                 Reply::Map(vec![
                     (Reply::text("owner"), Reply::Bulk(owner.clone())),

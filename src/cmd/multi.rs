@@ -8,9 +8,26 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::TXN;
+use super::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS};
 use super::{Command, ConnCmd, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("multi", 1, TXN, NO_KEYS, parse),
+    Spec::new(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        NO_KEYS,
+        parse,
+    ),
+    Spec::new("discard", 1, TXN, NO_KEYS, parse),
+    Spec::new("watch", -2, TXN, ALL_KEYS, parse),
+    Spec::new("unwatch", 1, TXN, NO_KEYS, parse),
+];
 
 /// Session-level transaction commands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,9 +63,13 @@ pub struct Versions {
     pub keys: Vec<Bytes>,
 }
 
-impl Versions {
+impl Replicated for Versions {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Reads the versions at `now`.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         Reply::Array(
             self.keys
                 .iter()
@@ -80,10 +101,22 @@ impl Exec {
     pub fn is_read_only(&self) -> bool {
         self.cmds.iter().all(Command::is_read)
     }
+}
+
+impl Replicated for Exec {
+    fn is_read(&self) -> bool {
+        self.is_read_only()
+    }
+
+    fn resolve_absolute_time(&mut self, unix_now_ms: i64) {
+        for c in &mut self.cmds {
+            c.resolve_absolute_time(unix_now_ms);
+        }
+    }
 
     /// Applies every command (each write gets its own revision), or replies with a null
     /// array when a watched key changed.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         if !self.unchanged(ks, ctx.now) {
             return Reply::NilArray;
         }
@@ -100,7 +133,7 @@ impl Exec {
     }
 
     /// Answers a read-only transaction.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         if !self.unchanged(ks, now) {
             return Reply::NilArray;
         }

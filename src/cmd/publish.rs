@@ -10,9 +10,19 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Event, Keyspace};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new(
+    "publish",
+    3,
+    &["pubsub", "loading", "stale", "fast"],
+    NO_KEYS,
+    parse,
+)];
 
 /// A parsed PUBLISH.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,9 +41,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Publish {
+impl Replicated for Publish {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Records the message for delivery.
-    pub fn apply(&self, ks: &mut Keyspace, _ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, _ctx: Ctx) -> Reply {
         ks.emit(Event::Publish {
             channel: self.channel.clone(),
             message: self.message.clone(),

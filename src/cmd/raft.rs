@@ -5,9 +5,24 @@
 
 use bytes::Bytes;
 
+use super::registry::{Spec, NO_KEYS};
 use super::Request;
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new(
+        "raft.info",
+        1,
+        &["admin", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    ),
+    Spec::new("raft.node", -3, &["admin"], NO_KEYS, parse),
+    Spec::new("raft.cluster", -2, &["admin"], NO_KEYS, parse),
+    Spec::new("raft.fault", -2, &["admin"], NO_KEYS, parse),
+];
 
 /// A parsed admin command.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,9 +4,14 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::lock::parse_px;
+use super::registry::flags::WRITE_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("renew", 5, WRITE_FAST, ONE_KEY, parse)];
 
 /// A parsed RENEW.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,9 +33,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(Command::Renew(Renew { key, owner, ttl_ms })))
 }
 
-impl Renew {
+impl Replicated for Renew {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Extends the lease if `owner` still holds it.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match ks.get(&self.key, ctx.now) {
             Some(e) if e.value == Value::Str(self.owner.clone()) => {
                 let token = e.token;

@@ -10,11 +10,15 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::args::NOT_INTEGER;
 use crate::resp::{Args, Reply};
-use crate::script::sha1_hex;
+use crate::state::scripts::sha1_hex;
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS, parse)];
 
 /// A SCRIPT subcommand that goes through the log or the read path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,9 +89,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     }
 }
 
-impl Script {
+impl Replicated for Script {
+    fn is_read(&self) -> bool {
+        matches!(self, Script::Exists(_) | Script::Budget(None))
+    }
+
     /// Applies LOAD, FLUSH or BUDGET.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match self {
             Script::Load(body) => {
                 let sha = sha1_hex(body);
@@ -107,7 +115,7 @@ impl Script {
     }
 
     /// Answers EXISTS and BUDGET.
-    pub fn query(&self, ks: &Keyspace, _now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, _now: u64) -> Reply {
         match self {
             Script::Exists(shas) => Reply::Array(
                 shas.iter()

@@ -4,10 +4,20 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::{WRITE, WRITE_GROW_FAST};
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Expiry, Request};
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("set", -3, WRITE, ONE_KEY, parse),
+    Spec::new("setnx", 3, WRITE_GROW_FAST, ONE_KEY, parse_setnx),
+    Spec::new("setex", 4, WRITE, ONE_KEY, parse_setex),
+    Spec::new("psetex", 4, WRITE, ONE_KEY, parse_setex),
+];
 
 /// What happens to the key's TTL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,12 +144,22 @@ pub fn parse_setex(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Set {
+impl Replicated for Set {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    fn resolve_absolute_time(&mut self, unix_now_ms: i64) {
+        if let TtlMode::Set(e) = &mut self.ttl {
+            e.resolve(unix_now_ms);
+        }
+    }
+
     /// Applies the SET at `ctx`.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let old = match ks.get_str(&self.key, ctx.now) {
             Ok(v) => v.cloned(),
-            Err(e) if self.get => return e,
+            Err(e) if self.get => return e.into(),
             Err(_) => None,
         };
         let found = ks.get(&self.key, ctx.now).is_some();

@@ -6,8 +6,18 @@
 
 use bytes::Bytes;
 
+use super::registry::flags::PUBSUB;
+use super::registry::{Spec, NO_KEYS};
 use super::{ConnCmd, Request};
 use crate::resp::{Args, Reply};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("subscribe", -2, PUBSUB, NO_KEYS, parse),
+    Spec::new("psubscribe", -2, PUBSUB, NO_KEYS, parse),
+    Spec::new("unsubscribe", -1, PUBSUB, NO_KEYS, parse),
+    Spec::new("punsubscribe", -1, PUBSUB, NO_KEYS, parse),
+];
 
 /// A subscription change.
 #[derive(Clone, Debug, PartialEq, Eq)]

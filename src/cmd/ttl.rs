@@ -3,9 +3,17 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::READ_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("ttl", 2, READ_FAST, ONE_KEY, parse),
+    Spec::new("pttl", 2, READ_FAST, ONE_KEY, parse),
+];
 
 /// A parsed TTL or PTTL.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,9 +33,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Ttl {
+impl Replicated for Ttl {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Reads the remaining time; TTL rounds to the nearest second as Redis does.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         match ks.get(&self.key, now) {
             None => Reply::Int(-2),
             Some(e) => match e.pttl(now) {

@@ -3,9 +3,14 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::READ_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("type", 2, READ_FAST, ONE_KEY, parse)];
 
 /// A parsed TYPE.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,9 +24,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::Type(Type { key: args.arg()? })))
 }
 
-impl Type {
+impl Replicated for Type {
+    fn is_read(&self) -> bool {
+        true
+    }
+
     /// Reads the type.
-    pub fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         Reply::Simple(
             ks.get(&self.key, now)
                 .map_or("none", |e| e.value.type_name())

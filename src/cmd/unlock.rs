@@ -3,9 +3,14 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::registry::flags::WRITE_FAST;
+use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
+
+/// This file's rows of the command table.
+pub static COMMANDS: &[Spec] = &[Spec::new("unlock", 3, WRITE_FAST, ONE_KEY, parse)];
 
 /// A parsed UNLOCK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,9 +29,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     })))
 }
 
-impl Unlock {
+impl Replicated for Unlock {
+    fn is_read(&self) -> bool {
+        false
+    }
+
     /// Releases the lock if `owner` holds it.
-    pub fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match ks.get(&self.key, ctx.now) {
             Some(e) if e.value == Value::Str(self.owner.clone()) => {
                 ks.remove(&self.key, ctx.now);

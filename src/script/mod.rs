@@ -23,8 +23,8 @@ use bytes::Bytes;
 use mlua::chunk::ChunkMode;
 use mlua::{Function, HookTriggers, Lua, MultiValue, Value, VmState};
 
+pub use crate::state::scripts::sha1_hex;
 pub use bridge::Access;
-pub use sandbox::sha1_hex;
 
 use crate::resp::Reply;
 

@@ -9,9 +9,9 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use crate::state::scripts::sha1_hex;
 use bytes::Bytes;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
-use sha1::{Digest, Sha1};
 
 /// Most memory one script's Lua state may allocate. Allocation is deterministic for a given
 /// build, so hitting the limit fails the same way on every replica.
@@ -70,11 +70,6 @@ setmetatable(_G, {
   __metatable = false,
 })
 "#;
-
-/// SHA1 of `data` as lower-case hex (script ids, `redis.sha1hex`).
-pub fn sha1_hex(data: &[u8]) -> String {
-    hex::encode(Sha1::digest(data))
-}
 
 /// Creates the Lua state with the libraries and the values that do not need the keyspace.
 pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {

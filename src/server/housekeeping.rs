@@ -12,7 +12,8 @@ use tokio::sync::watch;
 
 use super::reader::cluster_now;
 use super::Shared;
-use crate::cmd::{evict::Evict, Command};
+use crate::cmd::evict::{Evict, Tick};
+use crate::cmd::Command;
 
 /// How often the leader looks for expired keys.
 pub const SCAN_INTERVAL: Duration = Duration::from_millis(100);
@@ -66,7 +67,7 @@ fn next_entry(shared: &Shared, sweep: &mut Option<Bytes>) -> Option<Command> {
     // offset is set and reads can use its own clock.
     let clock = st.ks.clock();
     if clock.term != metrics.current_term || clock.boot != shared.clock.boot {
-        return Some(Command::Tick);
+        return Some(Command::Tick(Tick));
     }
     let idle = shared.clock.now_ms().saturating_sub(
         shared
@@ -75,5 +76,5 @@ fn next_entry(shared: &Shared, sweep: &mut Option<Bytes>) -> Option<Command> {
             .last_proposal_ms
             .load(Ordering::Relaxed),
     );
-    (st.ks.volatile_len() > 0 && idle >= TICK_INTERVAL_MS).then_some(Command::Tick)
+    (st.ks.volatile_len() > 0 && idle >= TICK_INTERVAL_MS).then_some(Command::Tick(Tick))
 }

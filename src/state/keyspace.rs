@@ -6,14 +6,11 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::clock::ClusterClock;
-use crate::resp::Reply;
+use super::Error;
 
 /// A tree is rebuilt once it has grown by a quarter, and by at least this many keys, since
 /// its last rebuild (see [`compact_if_grown`]).
 const COMPACT_MIN_GROWTH: usize = 65_536;
-
-/// Redis's reply for an operation on a key of another type.
-pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// A Redis hash. Fields keep insertion order (an update keeps the field's place, a delete
 /// closes the gap), which is the order Redis 7 replies with for small (listpack) hashes.
@@ -196,46 +193,46 @@ impl Keyspace {
         self.entries.get(key).filter(|e| e.live(now))
     }
 
-    /// The live string value of `key`, `Ok(None)` if absent, or WRONGTYPE.
-    pub fn get_str(&self, key: &[u8], now: u64) -> Result<Option<&Bytes>, Reply> {
+    /// The live string value of `key`, `Ok(None)` if absent, or [`Error::WrongType`].
+    pub fn get_str(&self, key: &[u8], now: u64) -> Result<Option<&Bytes>, Error> {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::Str(b)) => Ok(Some(b)),
-            Some(_) => Err(Reply::err(WRONGTYPE)),
+            Some(_) => Err(Error::WrongType),
         }
     }
 
-    /// The live hash at `key`, `Ok(None)` if absent, or WRONGTYPE.
-    pub fn get_hash(&self, key: &[u8], now: u64) -> Result<Option<&Hash>, Reply> {
+    /// The live hash at `key`, `Ok(None)` if absent, or [`Error::WrongType`].
+    pub fn get_hash(&self, key: &[u8], now: u64) -> Result<Option<&Hash>, Error> {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::Hash(h)) => Ok(Some(h)),
-            Some(_) => Err(Reply::err(WRONGTYPE)),
+            Some(_) => Err(Error::WrongType),
         }
     }
 
-    /// The live list at `key`, `Ok(None)` if absent, or WRONGTYPE.
-    pub fn get_list(&self, key: &[u8], now: u64) -> Result<Option<&List>, Reply> {
+    /// The live list at `key`, `Ok(None)` if absent, or [`Error::WrongType`].
+    pub fn get_list(&self, key: &[u8], now: u64) -> Result<Option<&List>, Error> {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::List(l)) => Ok(Some(l)),
-            Some(_) => Err(Reply::err(WRONGTYPE)),
+            Some(_) => Err(Error::WrongType),
         }
     }
 
     /// The live value at `key` for in-place modification, creating it with `empty()` when
-    /// absent (if `empty` is given). WRONGTYPE if `fits` rejects the existing value. The key
-    /// is marked written; the caller must call [`Keyspace::drop_if_empty`] after removing
-    /// elements.
+    /// absent (if `empty` is given). [`Error::WrongType`] if `fits` rejects the existing value.
+    /// The key is marked written; the caller must call [`Keyspace::drop_if_empty`] after
+    /// removing elements.
     pub fn value_mut(
         &mut self,
         key: &Bytes,
         now: u64,
         fits: fn(&Value) -> bool,
         empty: Option<fn() -> Value>,
-    ) -> Result<Option<&mut Value>, Reply> {
+    ) -> Result<Option<&mut Value>, Error> {
         match self.get(key, now) {
-            Some(e) if !fits(&e.value) => return Err(Reply::err(WRONGTYPE)),
+            Some(e) if !fits(&e.value) => return Err(Error::WrongType),
             Some(_) => {}
             None => match empty {
                 None => return Ok(None),
@@ -558,14 +555,12 @@ fn compact_if_grown<V>(map: &mut BTreeMap<Bytes, V>, next: &mut usize) {
         return;
     }
     // The first mark is set from whatever size the tree has when it is first grown.
+    // This module reads no clock, so the rebuild is not timed here: its duration is the time
+    // between the two log lines, which the log subscriber stamps.
     if *next > 0 {
-        let started = std::time::Instant::now();
+        tracing::debug!(keys = len, "rebuilding a key tree with full nodes");
         *map = std::mem::take(map).into_iter().collect();
-        tracing::debug!(
-            keys = len,
-            ms = started.elapsed().as_millis() as u64,
-            "rebuilt a key tree with full nodes"
-        );
+        tracing::debug!(keys = len, "rebuilt a key tree with full nodes");
     }
     *next = len + len / 4 + COMPACT_MIN_GROWTH;
 }

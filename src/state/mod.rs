@@ -1,6 +1,8 @@
 //! The pure, deterministic keyspace: values, expiry, locks, fences, the revision and the
-//! cluster clock. Nothing here reads a clock, draws randomness or iterates a HashMap, so
-//! every replica that applies the same entries reaches the same state.
+//! cluster clock. Nothing here reads a clock (time is always passed in as cluster time),
+//! draws randomness or iterates a HashMap, so every replica that applies the same entries
+//! reaches the same state. It knows nothing of the protocol: it returns its own [`Error`],
+//! which `cmd` turns into Redis's reply text.
 
 pub mod clock;
 pub mod keyspace;
@@ -10,3 +12,11 @@ pub mod scripts;
 pub use clock::ClusterClock;
 pub use keyspace::{Entry, Event, Hash, Keyspace, List, Value};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
+
+/// Why an operation on the keyspace was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The key holds a value of another type (Redis's WRONGTYPE).
+    #[error("operation against a key holding the wrong kind of value")]
+    WrongType,
+}

@@ -7,8 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use sha1::{Digest, Sha1};
 
 use super::Keyspace;
+
+/// SHA1 of `data` as lower-case hex: a script's id in the cache (also `redis.sha1hex`).
+pub fn sha1_hex(data: &[u8]) -> String {
+    hex::encode(Sha1::digest(data))
+}
 
 /// The default instruction budget of one script (Lua VM instructions plus a fixed charge
 /// per `redis.call`). About 50-100 ms of pure Lua on the reference hardware.

@@ -20,6 +20,7 @@ use std::io;
 use rocksdb::{ColumnFamilyDescriptor, Options, DB};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+use crate::cmd::info::DbMemory;
 use crate::raft_types::{LogId, StoredMembership};
 use crate::state::ClusterClock;
 
@@ -156,17 +157,6 @@ const META_BUFFER: usize = 4 << 20;
 pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily> {
     db.cf_handle(name)
         .ok_or_else(|| io::Error::other(format!("missing column family {name}")))
-}
-
-/// Memory RocksDB holds, in bytes, summed over the column families (INFO memory).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DbMemory {
-    /// Memtables, active and immutable (`rocksdb.size-all-mem-tables`).
-    pub memtables: u64,
-    /// Block cache in use (`rocksdb.block-cache-usage`).
-    pub block_cache: u64,
-    /// Index and filter blocks of open table files (`rocksdb.estimate-table-readers-mem`).
-    pub table_readers: u64,
 }
 
 /// What RocksDB reports it holds in memory (0 for a figure it does not report).

@@ -1,0 +1,326 @@
+//! The command registry: what each command file declares, and the one list that joins them.
+//!
+//! A command file declares two things next to its parser and its apply/query code:
+//!
+//! - `pub static COMMANDS: &[Spec]`, one [`Spec`] row per command name it serves (name, arity,
+//!   flags, key positions, parser). The rows are the dispatch table and what `COMMAND`,
+//!   `COMMAND INFO` and `COMMAND LIST` report.
+//! - an `impl Replicated` for each type it stores in the log.
+//!
+//! The list is the [`commands!`] invocation in `cmd/mod.rs`: one line per command file, which
+//! names the file and gives each of its log types a variant of [`super::Command`] and a
+//! **tag**. The tag is the number written in front of the command in log entries and
+//! snapshots. It is explicit, so the order of the list is free to change, and a tag is never
+//! changed or reused once released (the first 36 are the variant positions of the enum that
+//! postcard encoded before tags existed, so old data reads unchanged).
+//! `tests/fixtures/commands.golden` pins the bytes of every command.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+
+use super::{Ctx, Request};
+use crate::resp::{Args, Reply};
+use crate::state::Keyspace;
+
+/// One row of the command table (also what COMMAND INFO reports).
+pub struct Spec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Redis arity: positive means exactly, negative means at least.
+    pub arity: i32,
+    /// Redis command flags.
+    pub flags: &'static [&'static str],
+    /// First key position (0: none).
+    pub first_key: i32,
+    /// Last key position (-1: the last argument).
+    pub last_key: i32,
+    /// Step between keys.
+    pub step: i32,
+    /// The parser.
+    pub parse: fn(&mut Args) -> Result<Request, Reply>,
+}
+
+/// Key positions `(first, last, step)` of a command without keys.
+pub const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+/// Key positions of a command whose only key is its first argument.
+pub const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
+/// Key positions of a command whose arguments are all keys.
+pub const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
+
+impl Spec {
+    /// A table row; `keys` is `(first, last, step)` as COMMAND INFO reports them.
+    pub const fn new(
+        name: &'static str,
+        arity: i32,
+        flags: &'static [&'static str],
+        keys: (i32, i32, i32),
+        parse: fn(&mut Args) -> Result<Request, Reply>,
+    ) -> Spec {
+        Spec {
+            name,
+            arity,
+            flags,
+            first_key: keys.0,
+            last_key: keys.1,
+            step: keys.2,
+            parse,
+        }
+    }
+
+    /// True for commands allowed before authentication.
+    pub fn no_auth(&self) -> bool {
+        self.flags.contains(&"no_auth")
+    }
+}
+
+/// The Redis flag sets most commands share.
+pub mod flags {
+    /// A write that can grow memory.
+    pub const WRITE: &[&str] = &["write", "denyoom"];
+    /// A fast write that can grow memory.
+    pub const WRITE_GROW_FAST: &[&str] = &["write", "denyoom", "fast"];
+    /// A fast write that cannot grow memory.
+    pub const WRITE_FAST: &[&str] = &["write", "fast"];
+    /// A fast read.
+    pub const READ_FAST: &[&str] = &["readonly", "fast"];
+    /// A read that may take a while (whole collections, key scans).
+    pub const READ: &[&str] = &["readonly"];
+    /// A connection command.
+    pub const CONN: &[&str] = &["fast", "loading", "stale"];
+    /// A connection command allowed before authentication.
+    pub const CONN_NO_AUTH: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
+    /// A blocking pop.
+    pub const BLOCKING: &[&str] = &["write", "noscript", "blocking"];
+    /// A subscription change.
+    pub const PUBSUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+    /// A transaction command.
+    pub const TXN: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+    /// A script invocation.
+    pub const SCRIPTING: &[&str] = &["noscript", "skip_monitor", "stale"];
+}
+
+/// What a type carried in the log does. Every type inside a [`super::Command`] variant
+/// implements it, in its own command file.
+pub trait Replicated {
+    /// True if the command never changes state: it is answered by [`Replicated::query`] on
+    /// the read path instead of going through the log.
+    fn is_read(&self) -> bool;
+
+    /// Applies the command as the next write, at `ctx`. A read reaching here (it should
+    /// not) is answered at the entry's time.
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        self.query(ks, ctx.now)
+    }
+
+    /// Answers the command as a read at cluster time `now`.
+    fn query(&self, _ks: &Keyspace, _now: u64) -> Reply {
+        Reply::err("ERR internal: write command routed as a read")
+    }
+
+    /// Replaces absolute Unix times (EXAT, PXAT, EXPIREAT, PEXPIREAT) with relative TTLs.
+    /// Called on the leader when the command is proposed (docs/time-and-leases.md,
+    /// "Absolute expiry times").
+    fn resolve_absolute_time(&mut self, _unix_now_ms: i64) {}
+}
+
+/// Declares the registry: `module: [tag => Variant(Type), ...],` per command file, in the
+/// order `COMMAND` lists the files' commands. It generates the [`super::Command`] enum, its
+/// postcard encoding by tag (an unknown tag is a decode error), its dispatch to
+/// [`Replicated`], and the command table from each module's `COMMANDS`.
+macro_rules! commands {
+    ($(
+        $module:ident : [ $( $tag:literal => $variant:ident ( $ty:ident ) ),* $(,)? ]
+    ),* $(,)?) => {
+        /// A replicated command, as stored in log entries and snapshots: the variant's tag,
+        /// then its fields (see `cmd/registry.rs`).
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[allow(missing_docs)]
+        pub enum Command {
+            $( $( $variant($module::$ty), )* )*
+        }
+
+        impl Command {
+            /// Every variant's tag and name.
+            pub const TAGS: &'static [(u32, &'static str)] =
+                &[$( $( ($tag, stringify!($variant)), )* )*];
+
+            /// The stable tag this command is stored with.
+            pub fn tag(&self) -> u32 {
+                match self {
+                    $( $( Command::$variant(_) => $tag, )* )*
+                }
+            }
+
+            fn behaviour(&self) -> &dyn $crate::cmd::registry::Replicated {
+                match self {
+                    $( $( Command::$variant(c) => c, )* )*
+                }
+            }
+
+            fn behaviour_mut(&mut self) -> &mut dyn $crate::cmd::registry::Replicated {
+                match self {
+                    $( $( Command::$variant(c) => c, )* )*
+                }
+            }
+        }
+
+        impl serde::Serialize for Command {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $( $( Command::$variant(c) => {
+                        s.serialize_newtype_variant("Command", $tag, stringify!($variant), c)
+                    } )* )*
+                }
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for Command {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct Tagged;
+                impl<'de> serde::de::Visitor<'de> for Tagged {
+                    type Value = Command;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a command tag and its fields")
+                    }
+                    fn visit_enum<A: serde::de::EnumAccess<'de>>(
+                        self,
+                        data: A,
+                    ) -> Result<Command, A::Error> {
+                        use serde::de::VariantAccess;
+                        let (tag, fields): (u32, A::Variant) = data.variant()?;
+                        // A repeated tag is a compile error, not a silent shadow.
+                        #[deny(unreachable_patterns)]
+                        match tag {
+                            $( $( $tag => fields.newtype_variant().map(Command::$variant), )* )*
+                            // postcard drops an error's text, so the log says what it was:
+                            // an entry written by a newer release, or corrupt data.
+                            _ => {
+                                tracing::error!(tag, "unknown command tag in stored or sent data");
+                                Err(serde::de::Error::custom(format_args!(
+                                    "unknown command tag {tag}"
+                                )))
+                            }
+                        }
+                    }
+                }
+                const NAMES: &[&str] = &[$( $( stringify!($variant), )* )*];
+                d.deserialize_enum("Command", NAMES, Tagged)
+            }
+        }
+
+        /// Every command file's table rows, in list order.
+        fn modules() -> Vec<&'static [$crate::cmd::registry::Spec]> {
+            vec![$( $module::COMMANDS, )*]
+        }
+    };
+}
+pub(crate) use commands;
+
+/// The command table, in the order COMMAND lists it.
+pub fn table() -> &'static [&'static Spec] {
+    static TABLE: LazyLock<Vec<&'static Spec>> =
+        LazyLock::new(|| super::modules().into_iter().flatten().collect());
+    &TABLE
+}
+
+static BY_NAME: LazyLock<HashMap<&'static str, &'static Spec>> =
+    LazyLock::new(|| table().iter().map(|s| (s.name, *s)).collect());
+
+/// Looks up a command by lower-case name.
+pub fn lookup(name: &str) -> Option<&'static Spec> {
+    BY_NAME.get(name).copied()
+}
+
+/// Redis's unknown-command error, with the first arguments quoted as Redis quotes them.
+pub fn unknown_command(argv: &[Bytes]) -> Reply {
+    let mut args = String::new();
+    for a in argv.iter().skip(1) {
+        if args.len() >= 128 {
+            break;
+        }
+        let room = 128 - args.len();
+        let text = String::from_utf8_lossy(a);
+        let cut: String = text.chars().take(room).collect();
+        args.push_str(&format!("'{cut}' "));
+    }
+    let name: String = String::from_utf8_lossy(&argv[0])
+        .chars()
+        .take(128)
+        .collect();
+    Reply::err(format!(
+        "ERR unknown command '{name}', with args beginning with: {args}"
+    ))
+}
+
+/// Redis's wrong-arity error.
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::err(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+/// Parses one request (`argv` is non-empty).
+pub fn parse(argv: Vec<Bytes>) -> Result<Request, Reply> {
+    let spec = resolve(&argv)?;
+    (spec.parse)(&mut Args::new(argv))
+}
+
+/// Looks the command up and checks its arity, as Redis does before anything else (even
+/// before authentication): unknown commands and wrong arity are reported first.
+pub fn resolve(argv: &[Bytes]) -> Result<&'static Spec, Reply> {
+    let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
+    let Some(spec) = lookup(&name) else {
+        return Err(unknown_command(argv));
+    };
+    let argc = argv.len() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        return Err(wrong_arity(spec.name));
+    }
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::cmd::Command;
+
+    #[test]
+    fn tags_and_names_are_unique() {
+        let tags: BTreeSet<u32> = Command::TAGS.iter().map(|t| t.0).collect();
+        assert_eq!(tags.len(), Command::TAGS.len(), "a tag is repeated");
+        let names: BTreeSet<&str> = table().iter().map(|s| s.name).collect();
+        assert_eq!(names.len(), table().len(), "a command name is repeated");
+    }
+
+    /// Every command of the fixture (the table before its rows moved into the command
+    /// files) is still there with the same arity, flags and key positions, in the same
+    /// order. New commands may come between them.
+    #[test]
+    fn the_table_keeps_every_row_of_the_fixture_in_order() {
+        let want = include_str!("../../tests/fixtures/command-table.txt");
+        let want: Vec<&str> = want.lines().filter(|l| !l.starts_with('#')).collect();
+        let got: Vec<String> = table()
+            .iter()
+            .map(|s| {
+                let flags = s.flags.join(",");
+                let (a, r, t) = (s.arity, s.first_key, s.last_key);
+                format!("{} {a} [{flags}] {r} {t} {}", s.name, s.step)
+            })
+            .collect();
+        let mut rows = want.iter().peekable();
+        for row in &got {
+            if rows.peek().is_some_and(|r| **r == row.as_str()) {
+                rows.next();
+            }
+        }
+        assert_eq!(
+            rows.next(),
+            None,
+            "a row missing, changed or moved; the table:\n{got:#?}"
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! The stored and replicated encoding of every command is pinned: each row of
+//! `tests/fixtures/commands.golden` is a recipe (a command line, or `@name` for a command no
+//! client can send) and the postcard bytes that log entries and snapshots written by
+//! commit 2e66ffe hold for it. Every row must encode to exactly those bytes and decode back
+//! to an equal command. A failure here means the on-disk and wire format changed: that needs
+//! a format version and an upgrade step (docs/storage.md), never a re-blessed fixture.
+//!
+//! Commands now carry explicit tags (src/cmd/registry.rs), equal to the variant positions
+//! postcard used before; this test is what shows the bytes did not move.
+//!
+//! The fixture was generated once, from the code before commands had explicit tags, with
+//! `PALISADE_BLESS_GOLDEN=1 cargo test --release --test it golden`. Adding a command adds
+//! rows (bless, then check that only new rows appeared: `git diff` shows it); never edit one.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use palisade::cmd::evict::{Evict, Tick};
+use palisade::cmd::multi::{Exec, Versions};
+use palisade::cmd::{Command, Request};
+use palisade::raft::Batch;
+
+/// Every recipe, in fixture order. Together they cover every command and every variant of
+/// the enums inside commands (TTL modes, reply forms, read ops, sources, subcommands).
+const RECIPES: &[&str] = &[
+    "GET k",
+    "GETDEL k",
+    "SET k v",
+    "SET k v NX GET KEEPTTL",
+    "SET k v XX PX 100",
+    "SET k v EXAT 2000000000",
+    "SETNX k v",
+    "PSETEX k 250 v",
+    "DEL a b",
+    "EXISTS a b",
+    "EXPIRE k 10 NX",
+    "PEXPIREAT k 5000 GT",
+    "EXPIRE k 10 XX LT",
+    "PERSIST k",
+    "TTL k",
+    "PTTL k",
+    "TYPE k",
+    "INCRBY k -5",
+    "DECR k",
+    "KEYS a*",
+    "SCAN 5 MATCH a* COUNT 20 TYPE string",
+    "SCAN 0",
+    "DBSIZE",
+    "LOCK l owner PX 1000 WAIT 50",
+    "LOCK l owner PX 1000",
+    "UNLOCK l owner",
+    "RENEW l owner PX 2000",
+    "LOCKINFO l",
+    "FENCEDSET r v 7 PX 100",
+    "FENCEDSET r v 7",
+    "FENCEDGET r 7",
+    "FENCECHECK l 7",
+    "@evict",
+    "@tick",
+    "HSET h f v g w",
+    "HMSET h f v",
+    "HSETNX h f v",
+    "HDEL h f g",
+    "HINCRBY h f -3",
+    "HGET h f",
+    "HMGET h f g",
+    "HEXISTS h f",
+    "HLEN h",
+    "HGETALL h",
+    "HKEYS h",
+    "HVALS h",
+    "LPUSH l a b",
+    "RPUSHX l a",
+    "LPOP l",
+    "RPOP l 3",
+    "BLPOP a b 1.5",
+    "BRPOP a 0",
+    "LLEN l",
+    "LRANGE l 0 -1",
+    "LINDEX l -2",
+    "PUBLISH ch msg",
+    "EVAL return(1) 1 k a",
+    "EVALSHA 0123456789ABCDEF0123456789abcdef01234567 0",
+    "EVAL_RO return(1) 0",
+    "EVALSHA_RO 0123456789abcdef0123456789abcdef01234567 1 k",
+    "SCRIPT LOAD return(1)",
+    "SCRIPT EXISTS a b",
+    "SCRIPT FLUSH",
+    "SCRIPT BUDGET 100",
+    "SCRIPT BUDGET",
+    "@exec",
+    "@versions",
+];
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/commands.golden")
+}
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn parsed(line: &str) -> Command {
+    match palisade::cmd::parse(line.split(' ').map(b).collect()) {
+        Ok(Request::Write(c) | Request::Read(c)) => c,
+        other => panic!("{line}: not a replicated command: {other:?}"),
+    }
+}
+
+/// The command a recipe stands for.
+fn command(recipe: &str) -> Command {
+    match recipe {
+        "@evict" => Command::Evict(Evict {
+            keys: vec![b("a"), b("b")],
+        }),
+        "@tick" => Command::Tick(Tick),
+        "@versions" => Command::Versions(Versions {
+            keys: vec![b("a"), b("b")],
+        }),
+        "@exec" => Command::Exec(Exec {
+            watched: vec![(b("k"), Some(3)), (b("m"), None)],
+            cmds: vec![parsed("SET k v"), parsed("GET k")],
+        }),
+        line => parsed(line),
+    }
+}
+
+/// A log entry's payload holding several commands, pinned as a whole as well.
+fn batch() -> Batch {
+    Batch {
+        ts: 123_456,
+        boot: 0xfeed_beef,
+        cmds: ["SET k v NX PX 100", "@tick", "GET k", "@exec"]
+            .into_iter()
+            .map(command)
+            .collect(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn rows() -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = RECIPES
+        .iter()
+        .map(|r| {
+            let bytes = postcard::to_allocvec(&command(r)).expect("encode");
+            (r.to_string(), hex(&bytes))
+        })
+        .collect();
+    let bytes = postcard::to_allocvec(&batch()).expect("encode");
+    rows.push(("@batch".into(), hex(&bytes)));
+    rows
+}
+
+fn read_fixture() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(fixture()).expect("tests/fixtures/commands.golden");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (recipe, hex) = l.split_once('\t').expect("recipe<TAB>hex");
+            (recipe.to_string(), hex.to_string())
+        })
+        .collect()
+}
+
+/// A new command must add a row: every registered tag has a recipe.
+#[test]
+fn every_tag_has_a_row() {
+    let covered: BTreeSet<u32> = RECIPES.iter().map(|r| command(r).tag()).collect();
+    let all: BTreeSet<u32> = Command::TAGS.iter().map(|t| t.0).collect();
+    assert_eq!(
+        covered, all,
+        "tags without a recipe in RECIPES and the fixture"
+    );
+}
+
+#[test]
+fn every_command_encodes_and_decodes_exactly_as_the_golden_fixture() {
+    if std::env::var_os("PALISADE_BLESS_GOLDEN").is_some() {
+        let mut text = String::from(
+            "# Golden postcard encodings of replicated commands: recipe<TAB>hex.\n\
+             # Checked by tests/it/golden.rs; rows are never edited, only added.\n",
+        );
+        for (recipe, hex) in rows() {
+            text.push_str(&format!("{recipe}\t{hex}\n"));
+        }
+        std::fs::write(fixture(), text).expect("write the fixture");
+    }
+    let golden = read_fixture();
+    let now = rows();
+    assert_eq!(
+        golden.iter().map(|r| &r.0).collect::<Vec<_>>(),
+        now.iter().map(|r| &r.0).collect::<Vec<_>>(),
+        "the recipes differ from the fixture's"
+    );
+    for ((recipe, want), (_, got)) in golden.iter().zip(&now) {
+        assert_eq!(got, want, "{recipe}: encodes differently");
+        let bytes = unhex(want);
+        if recipe == "@batch" {
+            let back: Batch = postcard::from_bytes(&bytes).expect("decode the batch");
+            assert_eq!(back, batch(), "@batch decodes differently");
+        } else {
+            let back: Command = postcard::from_bytes(&bytes)
+                .unwrap_or_else(|e| panic!("{recipe}: does not decode: {e}"));
+            assert_eq!(back, command(recipe), "{recipe}: decodes differently");
+        }
+    }
+}
+
+/// Garbage never panics: an unknown tag and every truncation of every row are errors.
+#[test]
+fn an_unknown_tag_or_truncated_bytes_decode_to_an_error() {
+    let unused = Command::TAGS.iter().map(|t| t.0).max().unwrap_or(0) + 1;
+    for tag in [unused as u8, 100, 127] {
+        assert!(
+            postcard::from_bytes::<Command>(&[tag, 1, b'k']).is_err(),
+            "tag {tag}"
+        );
+    }
+    // A varint tag that overflows u32.
+    assert!(postcard::from_bytes::<Command>(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).is_err());
+    for (recipe, hex) in read_fixture() {
+        let bytes = unhex(&hex);
+        for cut in 0..bytes.len() {
+            let _ = postcard::from_bytes::<Command>(&bytes[..cut]);
+            let _ = postcard::from_bytes::<Batch>(&bytes[..cut]);
+        }
+        assert!(!bytes.is_empty(), "{recipe}");
+    }
+}
