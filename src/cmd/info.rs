@@ -28,6 +28,8 @@ pub struct InfoData {
     pub uptime_secs: u64,
     /// Connected clients.
     pub connected_clients: usize,
+    /// Of those, clients waiting in a blocking command.
+    pub blocked_clients: usize,
     /// Configured maximum.
     pub maxclients: usize,
     /// Resident memory in bytes, if known.
@@ -162,7 +164,7 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
         vec![
             ("connected_clients", d.connected_clients.to_string()),
             ("maxclients", d.maxclients.to_string()),
-            ("blocked_clients", "0".into()),
+            ("blocked_clients", d.blocked_clients.to_string()),
         ],
     );
     section(

@@ -137,6 +137,14 @@ impl Clients {
         self.map.lock().map(|m| m.len()).unwrap_or(0)
     }
 
+    /// Connected clients waiting in a blocking command (BLPOP, BRPOP, `LOCK ... WAIT`).
+    pub fn blocked(&self) -> usize {
+        self.map
+            .lock()
+            .map(|m| m.values().filter(|c| c.blocked).count())
+            .unwrap_or(0)
+    }
+
     /// True when no client is connected.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -133,6 +133,7 @@ impl Shared {
             process_id: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs(),
             connected_clients: self.clients.len(),
+            blocked_clients: self.clients.blocked(),
             maxclients: self.config.maxclients,
             used_memory_rss: rss_bytes(),
             allocator: allocator_bytes(),

@@ -7,36 +7,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-/// The text of an INFO reply: a bulk string in RESP2, a `txt` verbatim string in RESP3
-/// (as Redis 7 sends it).
-#[track_caller]
-fn info_text(reply: &[u8], proto: u8) -> String {
-    let body = if proto == 3 {
-        assert!(
-            reply.starts_with(b"="),
-            "RESP3 INFO must be a verbatim string: {}",
-            show(reply)
-        );
-        let nl = reply.windows(2).position(|w| w == b"\r\n").unwrap();
-        let body = &reply[nl + 2..reply.len() - 2];
-        assert!(
-            body.starts_with(b"txt:"),
-            "verbatim format must be txt: {}",
-            show(reply)
-        );
-        body[4..].to_vec()
-    } else {
-        as_bulk(reply).expect("INFO is not nil")
-    };
-    String::from_utf8(body).expect("INFO is UTF-8")
-}
-
-/// `field:value` lines of an INFO text.
-fn info_field(text: &str, field: &str) -> Option<String> {
-    text.split("\r\n")
-        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
-}
-
 #[test]
 fn info_has_the_fixed_sections_and_fields() {
     let srv = Server::start();

@@ -9,15 +9,23 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("resp", &[]),
     ("state", &[]),
-    ("plot", &[]),
     ("config", &["resp"]),
     ("cmd", &["resp", "state", "script"]),
     ("script", &["resp", "state", "cmd"]),
-    ("store", &["resp", "state", "cmd", "raft"]),
-    ("raft", &["resp", "cmd", "store"]),
+    ("raft_types", &["resp", "cmd"]),
+    ("store", &["resp", "state", "cmd", "raft_types"]),
+    ("raft", &["resp", "cmd", "store", "raft_types"]),
     (
         "server",
-        &["resp", "state", "cmd", "config", "raft", "store"],
+        &[
+            "resp",
+            "state",
+            "cmd",
+            "config",
+            "raft",
+            "raft_types",
+            "store",
+        ],
     ),
 ];
 
