@@ -188,16 +188,25 @@ fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
         let mut cur = Vec::new();
         let (mut inq, mut insq) = (false, false);
         loop {
-            if inq {
+            if inq || insq {
                 let c = *line.get(i)?;
-                if c == b'\\'
+                if c == if inq { b'"' } else { b'\'' } {
+                    // A closing quote must end the word.
+                    if line.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                }
+                if inq
+                    && c == b'\\'
                     && i + 3 < line.len()
                     && line[i + 1] == b'x'
                     && is_hex_pair(&line[i + 2..i + 4])
                 {
                     cur.push(hex(line[i + 2]) * 16 + hex(line[i + 3]));
                     i += 3;
-                } else if c == b'\\' && i + 1 < line.len() {
+                } else if inq && c == b'\\' && i + 1 < line.len() {
                     i += 1;
                     cur.push(match line[i] {
                         b'n' => b'\n',
@@ -207,26 +216,9 @@ fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                         b'a' => 7,
                         other => other,
                     });
-                } else if c == b'"' {
-                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
-                        return None;
-                    }
-                    i += 1;
-                    break;
-                } else {
-                    cur.push(c);
-                }
-            } else if insq {
-                let c = *line.get(i)?;
-                if c == b'\\' && i + 1 < line.len() && line[i + 1] == b'\'' {
+                } else if insq && c == b'\\' && line.get(i + 1) == Some(&b'\'') {
                     i += 1;
                     cur.push(b'\'');
-                } else if c == b'\'' {
-                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
-                        return None;
-                    }
-                    i += 1;
-                    break;
                 } else {
                     cur.push(c);
                 }
@@ -328,6 +320,19 @@ mod tests {
             "unbalanced quotes in request"
         );
         assert_eq!(parse(b"\r\n").unwrap().unwrap(), Vec::<Bytes>::new());
+        // Single quotes keep backslashes, except before a single quote.
+        assert_eq!(
+            parse(b"SET 'it\\'s' 'a\\nb'\n").unwrap().unwrap(),
+            vec![
+                Bytes::from("SET"),
+                Bytes::from("it's"),
+                Bytes::from("a\\nb")
+            ]
+        );
+        // A closing quote must end the word, in either kind of quotes.
+        for bad in [&b"SET \"a\"b\n"[..], &b"SET 'a'b\n"[..]] {
+            assert_eq!(parse(bad).unwrap_err().0, "unbalanced quotes in request");
+        }
     }
 
     #[test]
