@@ -272,22 +272,15 @@ mod tests {
 
     #[test]
     fn bad_lengths_are_protocol_errors() {
-        assert_eq!(
-            parse(b"*abc\r\n").unwrap_err().0,
-            "invalid multibulk length"
-        );
-        assert_eq!(
-            parse(b"*1\r\n$-5\r\n").unwrap_err().0,
-            "invalid bulk length"
-        );
-        assert_eq!(
-            parse(b"*1\r\nx\r\n").unwrap_err().0,
-            "expected '$', got 'x'"
-        );
-        assert_eq!(
-            parse(b"*99999999999\r\n").unwrap_err().0,
-            "invalid multibulk length"
-        );
+        for (input, error) in [
+            (&b"*abc\r\n"[..], "invalid multibulk length"),
+            (b"*1\r\n$-5\r\n", "invalid bulk length"),
+            (b"*1\r\nx\r\n", "expected '$', got 'x'"),
+            (b"*99999999999\r\n", "invalid multibulk length"),
+        ] {
+            let got = parse(input).unwrap_err().0;
+            assert_eq!(got, error, "{}", String::from_utf8_lossy(input));
+        }
         let mut b = BytesMut::from(&b"*1\r\n$1000\r\n"[..]);
         let small = Limits {
             max_bulk_len: 10,
