@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::fencedset::{check_fence, parse_token};
+use super::fencedset::{fenced, parse_token};
 use super::registry::flags::WRITE_FAST;
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
@@ -40,8 +40,9 @@ impl Replicated for FencedGet {
 
     /// Checks and raises the fence, then reads.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        if let Err(stale) = check_fence(ks, &self.key, self.token) {
-            return stale;
+        let highest = ks.fence(&self.key);
+        if self.token < highest {
+            return fenced(self.token, highest);
         }
         let value = match ks.get_str(&self.key, ctx.now) {
             Ok(v) => v.cloned(),

@@ -32,16 +32,9 @@ pub fn parse_token(args: &mut Args) -> Result<u64, Reply> {
     u64::try_from(args.next_i64()?).map_err(|_| Reply::err(NOT_INTEGER))
 }
 
-/// Admits `token` to `key`, or returns the error a stale token gets: one lower than the
-/// highest token the key has accepted (its fence).
-pub fn check_fence(ks: &Keyspace, key: &[u8], token: u64) -> Result<(), Reply> {
-    let highest = ks.fence(key);
-    if token < highest {
-        return Err(Reply::err(format!(
-            "FENCED token {token} is lower than {highest}"
-        )));
-    }
-    Ok(())
+/// The error a stale token gets.
+pub fn fenced(token: u64, highest: u64) -> Reply {
+    Reply::err(format!("FENCED token {token} is lower than {highest}"))
 }
 
 /// Parses FENCEDSET.
@@ -75,8 +68,9 @@ impl Replicated for FencedSet {
 
     /// Checks the fence, raises it and writes.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        if let Err(stale) = check_fence(ks, &self.key, self.token) {
-            return stale;
+        let highest = ks.fence(&self.key);
+        if self.token < highest {
+            return fenced(self.token, highest);
         }
         if let Err(e) = ks.get_str(&self.key, ctx.now) {
             return e.into();
