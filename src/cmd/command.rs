@@ -1,6 +1,12 @@
-//! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST`, answered from the
-//! command table (every file's `COMMANDS` rows, in registry order). `COMMAND DOCS` returns an
-//! error, which redis-cli handles by falling back.
+//! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST` and
+//! `COMMAND DOCS [name ...]`, answered from the command table (every file's `COMMANDS` rows,
+//! in registry order).
+//!
+//! COMMAND DOCS has Redis 7's shape, a map from command name to a map of `summary`, `since`
+//! and `group` (flattened to arrays in RESP2), taken from the same rows as COMMAND INFO.
+//! It leaves out what Redis adds (complexity, history, arguments, subcommands); redis-cli,
+//! which reads it at start for its help and hints, does without them. Unknown names are
+//! left out of the reply, as in Redis.
 
 use super::connection::ConnCmd;
 use super::registry::table;
@@ -9,13 +15,13 @@ use super::{lookup, Request};
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new(
-    "command",
-    -1,
-    &["loading", "stale"],
-    NO_KEYS,
-    parse,
-)];
+pub static COMMANDS: &[Spec] = &[
+    Spec::new("command", -1, &["loading", "stale"], NO_KEYS, parse).docs(
+        "Describe the commands this server knows",
+        "2.8.13",
+        "server",
+    ),
+];
 
 fn info(spec: &Spec) -> Reply {
     Reply::Array(vec![
@@ -35,6 +41,20 @@ fn info(spec: &Spec) -> Reply {
         Reply::Array(vec![]),
         Reply::Array(vec![]),
     ])
+}
+
+/// One command's COMMAND DOCS entry: its name and the map of its docs.
+fn docs(spec: &Spec) -> (Reply, Reply) {
+    let fields = [
+        ("summary", spec.summary),
+        ("since", spec.since),
+        ("group", spec.group),
+    ];
+    let map = fields
+        .iter()
+        .map(|(k, v)| (Reply::text(k), Reply::text(v)))
+        .collect();
+    (Reply::text(spec.name), Reply::Map(map))
 }
 
 /// Parses COMMAND and computes its reply (it depends only on the static table).
@@ -65,7 +85,20 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 )
             }
         }
-        "docs" => Reply::err("ERR COMMAND DOCS is not supported by Palisade"),
+        "docs" => {
+            let names = args.rest();
+            if names.is_empty() {
+                Reply::Map(table().iter().copied().map(docs).collect())
+            } else {
+                Reply::Map(
+                    names
+                        .iter()
+                        .filter_map(|n| lookup(&String::from_utf8_lossy(n).to_lowercase()))
+                        .map(docs)
+                        .collect(),
+                )
+            }
+        }
         "count" => {
             return Err(Reply::err(
                 "ERR wrong number of arguments for 'command|count' command",
