@@ -8,6 +8,8 @@
 //! which reads it at start for its help and hints, does without them. Unknown names are
 //! left out of the reply, as in Redis.
 
+use bytes::Bytes;
+
 use super::connection::ConnCmd;
 use super::registry::table;
 use super::registry::{Spec, NO_KEYS};
@@ -57,6 +59,18 @@ fn docs(spec: &Spec) -> (Reply, Reply) {
     (Reply::text(spec.name), Reply::Map(map))
 }
 
+/// The rows of the named commands (`None` for an unknown name, looked up in any case), or
+/// every row when no name is given: what COMMAND INFO and COMMAND DOCS report.
+fn rows(names: &[Bytes]) -> Vec<Option<&'static Spec>> {
+    if names.is_empty() {
+        return table().iter().copied().map(Some).collect();
+    }
+    names
+        .iter()
+        .map(|n| lookup(&String::from_utf8_lossy(n).to_lowercase()))
+        .collect()
+}
+
 /// Parses COMMAND and computes its reply (it depends only on the static table).
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     if args.remaining() == 0 {
@@ -69,36 +83,13 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let reply = match sub.as_str() {
         "count" if args.remaining() == 0 => Reply::Int(table().len() as i64),
         "list" => Reply::Array(table().iter().map(|s| Reply::text(s.name)).collect()),
-        "info" => {
-            let names = args.rest();
-            if names.is_empty() {
-                Reply::Array(table().iter().copied().map(info).collect())
-            } else {
-                Reply::Array(
-                    names
-                        .iter()
-                        .map(|n| {
-                            lookup(&String::from_utf8_lossy(n).to_lowercase())
-                                .map_or(Reply::Nil, info)
-                        })
-                        .collect(),
-                )
-            }
-        }
-        "docs" => {
-            let names = args.rest();
-            if names.is_empty() {
-                Reply::Map(table().iter().copied().map(docs).collect())
-            } else {
-                Reply::Map(
-                    names
-                        .iter()
-                        .filter_map(|n| lookup(&String::from_utf8_lossy(n).to_lowercase()))
-                        .map(docs)
-                        .collect(),
-                )
-            }
-        }
+        "info" => Reply::Array(
+            rows(&args.rest())
+                .into_iter()
+                .map(|s| s.map_or(Reply::Nil, info))
+                .collect(),
+        ),
+        "docs" => Reply::Map(rows(&args.rest()).into_iter().flatten().map(docs).collect()),
         "count" => {
             return Err(Reply::err(
                 "ERR wrong number of arguments for 'command|count' command",
