@@ -8,7 +8,11 @@ use super::Request;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &["sentinel"], NO_KEYS, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &["sentinel"], NO_KEYS, parse).docs(
+    "Subcommands that inspect or name the current connection",
+    "2.4.0",
+    "connection",
+)];
 
 /// A parsed CLIENT subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,13 +12,41 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("ping", -1, CONN, NO_KEYS, parse_ping),
-    Spec::new("echo", 2, CONN, NO_KEYS, parse_echo),
-    Spec::new("hello", -1, CONN_NO_AUTH, NO_KEYS, parse_hello),
-    Spec::new("auth", -2, CONN_NO_AUTH, NO_KEYS, parse_auth),
-    Spec::new("select", 2, CONN, NO_KEYS, parse_select),
-    Spec::new("quit", -1, CONN_NO_AUTH, NO_KEYS, parse_quit),
-    Spec::new("reset", 1, CONN_NO_AUTH, NO_KEYS, parse_reset),
+    Spec::new("ping", -1, CONN, NO_KEYS, parse_ping).docs(
+        "Check that the server answers, optionally echoing a message",
+        "1.0.0",
+        "connection",
+    ),
+    Spec::new("echo", 2, CONN, NO_KEYS, parse_echo).docs(
+        "Reply with the given message",
+        "1.0.0",
+        "connection",
+    ),
+    Spec::new("hello", -1, CONN_NO_AUTH, NO_KEYS, parse_hello).docs(
+        "Choose the protocol version, optionally authenticating and naming the connection",
+        "6.0.0",
+        "connection",
+    ),
+    Spec::new("auth", -2, CONN_NO_AUTH, NO_KEYS, parse_auth).docs(
+        "Authenticate the connection",
+        "1.0.0",
+        "connection",
+    ),
+    Spec::new("select", 2, CONN, NO_KEYS, parse_select).docs(
+        "Choose the connection's database (Palisade has only database 0)",
+        "1.0.0",
+        "connection",
+    ),
+    Spec::new("quit", -1, CONN_NO_AUTH, NO_KEYS, parse_quit).docs(
+        "Close the connection once the reply is sent",
+        "1.0.0",
+        "connection",
+    ),
+    Spec::new("reset", 1, CONN_NO_AUTH, NO_KEYS, parse_reset).docs(
+        "Return the connection to its initial state",
+        "6.2.0",
+        "connection",
+    ),
 ];
 
 /// A parsed connection-level command.

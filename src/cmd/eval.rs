@@ -19,10 +19,22 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("eval", -3, SCRIPTING, NO_KEYS, parse),
-    Spec::new("evalsha", -3, SCRIPTING, NO_KEYS, parse),
-    Spec::new("eval_ro", -3, SCRIPTING, NO_KEYS, parse),
-    Spec::new("evalsha_ro", -3, SCRIPTING, NO_KEYS, parse),
+    Spec::new("eval", -3, SCRIPTING, NO_KEYS, parse).docs("Run a Lua script", "2.6.0", "scripting"),
+    Spec::new("evalsha", -3, SCRIPTING, NO_KEYS, parse).docs(
+        "Run a cached Lua script given its SHA1 digest",
+        "2.6.0",
+        "scripting",
+    ),
+    Spec::new("eval_ro", -3, SCRIPTING, NO_KEYS, parse).docs(
+        "Run a Lua script that may only read",
+        "7.0.0",
+        "scripting",
+    ),
+    Spec::new("evalsha_ro", -3, SCRIPTING, NO_KEYS, parse).docs(
+        "Run a cached read-only Lua script given its SHA1 digest",
+        "7.0.0",
+        "scripting",
+    ),
 ];
 
 /// Redis's reply to EVALSHA of an unknown script (redsync relies on `NOSCRIPT `).

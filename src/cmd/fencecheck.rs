@@ -10,7 +10,8 @@ use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("fencecheck", 3, READ_FAST, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("fencecheck", 3, READ_FAST, ONE_KEY, parse)
+    .palisade("Tell whether a token belongs to the current holder of a lock")];
 
 /// A parsed FENCECHECK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

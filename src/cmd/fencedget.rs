@@ -15,7 +15,8 @@ use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("fencedget", 3, WRITE_FAST, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("fencedget", 3, WRITE_FAST, ONE_KEY, parse)
+    .palisade("Read a value and raise the key's fence to the reader's token")];
 
 /// A parsed FENCEDGET.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

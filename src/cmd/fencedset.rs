@@ -12,7 +12,8 @@ use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("fencedset", -4, WRITE, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("fencedset", -4, WRITE, ONE_KEY, parse)
+    .palisade("Write a value unless a higher fencing token has been seen for the key")];
 
 /// A parsed FENCEDSET.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,12 @@ use super::Request;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("info", -1, &["loading", "stale"], NO_KEYS, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("info", -1, &["loading", "stale"], NO_KEYS, parse)
+    .docs(
+        "Report server status and statistics, by section",
+        "1.0.0",
+        "server",
+    )];
 
 /// Everything INFO reports, gathered by the server at the time of the call.
 #[derive(Debug, Clone, Default)]

@@ -16,9 +16,21 @@ use crate::state::{pattern, Keyspace};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("dbsize", 1, READ_FAST, NO_KEYS, parse_dbsize),
-    Spec::new("keys", 2, READ, NO_KEYS, parse),
-    Spec::new("scan", -2, READ, NO_KEYS, parse_scan),
+    Spec::new("dbsize", 1, READ_FAST, NO_KEYS, parse_dbsize).docs(
+        "Count the keys in the database",
+        "1.0.0",
+        "server",
+    ),
+    Spec::new("keys", 2, READ, NO_KEYS, parse).docs(
+        "List the keys matching a glob pattern",
+        "1.0.0",
+        "generic",
+    ),
+    Spec::new("scan", -2, READ, NO_KEYS, parse_scan).docs(
+        "Walk the keyspace a few keys at a time with a cursor",
+        "2.8.0",
+        "generic",
+    ),
 ];
 
 /// A parsed KEYS.

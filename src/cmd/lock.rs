@@ -16,7 +16,8 @@ use crate::resp::{Args, Reply};
 use crate::state::{Entry, Keyspace, Value};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("lock", -5, WRITE, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("lock", -5, WRITE, ONE_KEY, parse)
+    .palisade("Take a lock with a lease and return its fencing token")];
 
 /// A parsed LOCK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

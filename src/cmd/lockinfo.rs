@@ -10,7 +10,8 @@ use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("lockinfo", 2, READ_FAST, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("lockinfo", 2, READ_FAST, ONE_KEY, parse)
+    .palisade("Show a lock's owner, fencing token and remaining lease")];
 
 /// A parsed LOCKINFO.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,17 +16,34 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("multi", 1, TXN, NO_KEYS, parse),
+    Spec::new("multi", 1, TXN, NO_KEYS, parse).docs(
+        "Start queueing a transaction",
+        "1.2.0",
+        "transactions",
+    ),
     Spec::new(
         "exec",
         1,
         &["noscript", "loading", "stale", "skip_slowlog"],
         NO_KEYS,
         parse,
+    )
+    .docs("Run the queued transaction", "1.2.0", "transactions"),
+    Spec::new("discard", 1, TXN, NO_KEYS, parse).docs(
+        "Drop the queued transaction",
+        "2.0.0",
+        "transactions",
     ),
-    Spec::new("discard", 1, TXN, NO_KEYS, parse),
-    Spec::new("watch", -2, TXN, ALL_KEYS, parse),
-    Spec::new("unwatch", 1, TXN, NO_KEYS, parse),
+    Spec::new("watch", -2, TXN, ALL_KEYS, parse).docs(
+        "Make the next EXEC fail if any of these keys changes",
+        "2.2.0",
+        "transactions",
+    ),
+    Spec::new("unwatch", 1, TXN, NO_KEYS, parse).docs(
+        "Stop watching keys for the next EXEC",
+        "2.2.0",
+        "transactions",
+    ),
 ];
 
 /// Session-level transaction commands.

@@ -22,6 +22,11 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     &["pubsub", "loading", "stale", "fast"],
     NO_KEYS,
     parse,
+)
+.docs(
+    "Send a message to the subscribers of a channel",
+    "2.0.0",
+    "pubsub",
 )];
 
 /// A parsed PUBLISH.

@@ -18,10 +18,14 @@ pub static COMMANDS: &[Spec] = &[
         &["admin", "loading", "stale"],
         NO_KEYS,
         parse,
-    ),
-    Spec::new("raft.node", -3, &["admin"], NO_KEYS, parse),
-    Spec::new("raft.cluster", -2, &["admin"], NO_KEYS, parse),
-    Spec::new("raft.fault", -2, &["admin"], NO_KEYS, parse),
+    )
+    .palisade("Show this node's view of the Raft cluster"),
+    Spec::new("raft.node", -3, &["admin"], NO_KEYS, parse)
+        .palisade("Add a node to the cluster or remove one"),
+    Spec::new("raft.cluster", -2, &["admin"], NO_KEYS, parse)
+        .palisade("Initialize this node as a new one-node cluster"),
+    Spec::new("raft.fault", -2, &["admin"], NO_KEYS, parse)
+        .palisade("Inject network faults between nodes (for tests)"),
 ];
 
 /// A parsed admin command.

@@ -3,8 +3,9 @@
 //! A command file declares two things next to its parser and its apply/query code:
 //!
 //! - `pub static COMMANDS: &[Spec]`, one [`Spec`] row per command name it serves (name, arity,
-//!   flags, key positions, parser). The rows are the dispatch table and what `COMMAND`,
-//!   `COMMAND INFO` and `COMMAND LIST` report.
+//!   flags, key positions, parser, and with [`Spec::docs`] its summary, `since` version and
+//!   group). The rows are the dispatch table and what `COMMAND`, `COMMAND INFO`,
+//!   `COMMAND LIST` and `COMMAND DOCS` report.
 //! - an `impl Replicated` for each type it stores in the log.
 //!
 //! The list is the [`commands!`] invocation in `cmd/mod.rs`: one line per command file, which
@@ -24,7 +25,7 @@ use super::{Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
-/// One row of the command table (also what COMMAND INFO reports).
+/// One row of the command table (also what COMMAND INFO and COMMAND DOCS report).
 pub struct Spec {
     /// Lower-case name.
     pub name: &'static str,
@@ -40,7 +41,19 @@ pub struct Spec {
     pub step: i32,
     /// The parser.
     pub parse: fn(&mut Args) -> Result<Request, Reply>,
+    /// COMMAND DOCS `summary`: one line, in our own words.
+    pub summary: &'static str,
+    /// COMMAND DOCS `since`: the Redis version that introduced the command, or
+    /// [`PALISADE_SINCE`] for Palisade's own.
+    pub since: &'static str,
+    /// COMMAND DOCS `group`: Redis's group name, or [`PALISADE_GROUP`] for Palisade's own.
+    pub group: &'static str,
 }
+
+/// The `since` of Palisade's own commands: the release that introduced them.
+pub const PALISADE_SINCE: &str = "0.1.0";
+/// The `group` of Palisade's own commands (LOCK, FENCEDSET, RAFT.*, ...).
+pub const PALISADE_GROUP: &str = "palisade";
 
 /// Key positions `(first, last, step)` of a command without keys.
 pub const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
@@ -50,7 +63,8 @@ pub const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 pub const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 
 impl Spec {
-    /// A table row; `keys` is `(first, last, step)` as COMMAND INFO reports them.
+    /// A table row without its docs (add them with [`Spec::docs`] or [`Spec::palisade`]);
+    /// `keys` is `(first, last, step)` as COMMAND INFO reports them.
     pub const fn new(
         name: &'static str,
         arity: i32,
@@ -66,7 +80,31 @@ impl Spec {
             last_key: keys.1,
             step: keys.2,
             parse,
+            summary: "",
+            since: "",
+            group: "",
         }
+    }
+
+    /// The row with its COMMAND DOCS fields, for a Redis command: `since` and `group` as
+    /// Redis reports them (a test compares them with redis-server).
+    pub const fn docs(
+        self,
+        summary: &'static str,
+        since: &'static str,
+        group: &'static str,
+    ) -> Spec {
+        Spec {
+            summary,
+            since,
+            group,
+            ..self
+        }
+    }
+
+    /// The row with its COMMAND DOCS fields, for one of Palisade's own commands.
+    pub const fn palisade(self, summary: &'static str) -> Spec {
+        self.docs(summary, PALISADE_SINCE, PALISADE_GROUP)
     }
 
     /// True for commands allowed before authentication.
@@ -294,6 +332,69 @@ mod tests {
         assert_eq!(tags.len(), Command::TAGS.len(), "a tag is repeated");
         let names: BTreeSet<&str> = table().iter().map(|s| s.name).collect();
         assert_eq!(names.len(), table().len(), "a command name is repeated");
+    }
+
+    /// Every row carries its COMMAND DOCS fields: a summary, a `since` version of the form
+    /// `x.y.z`, and a group Redis knows or Palisade's own.
+    #[test]
+    fn every_row_has_docs() {
+        const GROUPS: &[&str] = &[
+            "generic",
+            "string",
+            "list",
+            "set",
+            "sorted-set",
+            "hash",
+            "pubsub",
+            "transactions",
+            "connection",
+            "server",
+            "scripting",
+            "hyperloglog",
+            "cluster",
+            "sentinel",
+            "geo",
+            "stream",
+            "bitmap",
+            PALISADE_GROUP,
+        ];
+        for s in table() {
+            let name = s.name;
+            assert!(
+                !s.summary.trim().is_empty(),
+                "{name}: no summary (Spec::docs)"
+            );
+            assert!(
+                !s.summary.contains(['\r', '\n']),
+                "{name}: a summary is one line"
+            );
+            let parts: Vec<&str> = s.since.split('.').collect();
+            assert!(
+                parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+                "{name}: since {:?} is not x.y.z",
+                s.since
+            );
+            assert!(
+                GROUPS.contains(&s.group),
+                "{name}: unknown group {:?}",
+                s.group
+            );
+            let own = s.name.starts_with("raft.")
+                || [
+                    "lock",
+                    "unlock",
+                    "renew",
+                    "lockinfo",
+                    "fencedset",
+                    "fencedget",
+                    "fencecheck",
+                ]
+                .contains(&name);
+            assert_eq!(own, s.group == PALISADE_GROUP, "{name}: group {}", s.group);
+            if own {
+                assert_eq!(s.since, PALISADE_SINCE, "{name}");
+            }
+        }
     }
 
     /// Every command of the fixture (the table before its rows moved into the command

@@ -11,7 +11,8 @@ use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("renew", 5, WRITE_FAST, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("renew", 5, WRITE_FAST, ONE_KEY, parse)
+    .palisade("Extend the lease of a lock held by the given owner")];
 
 /// A parsed RENEW.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

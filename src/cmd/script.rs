@@ -18,7 +18,11 @@ use crate::state::scripts::sha1_hex;
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS, parse).docs(
+    "Manage the script cache (LOAD, EXISTS, FLUSH, KILL, BUDGET)",
+    "2.6.0",
+    "scripting",
+)];
 
 /// A SCRIPT subcommand that goes through the log or the read path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,10 +13,26 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("set", -3, WRITE, ONE_KEY, parse),
-    Spec::new("setnx", 3, WRITE_GROW_FAST, ONE_KEY, parse_setnx),
-    Spec::new("setex", 4, WRITE, ONE_KEY, parse_setex),
-    Spec::new("psetex", 4, WRITE, ONE_KEY, parse_setex),
+    Spec::new("set", -3, WRITE, ONE_KEY, parse).docs(
+        "Store a string at a key, with optional expiry and conditions",
+        "1.0.0",
+        "string",
+    ),
+    Spec::new("setnx", 3, WRITE_GROW_FAST, ONE_KEY, parse_setnx).docs(
+        "Store a string only if the key is absent",
+        "1.0.0",
+        "string",
+    ),
+    Spec::new("setex", 4, WRITE, ONE_KEY, parse_setex).docs(
+        "Store a string with a time to live in seconds",
+        "2.0.0",
+        "string",
+    ),
+    Spec::new("psetex", 4, WRITE, ONE_KEY, parse_setex).docs(
+        "Store a string with a time to live in milliseconds",
+        "2.6.0",
+        "string",
+    ),
 ];
 
 /// What happens to the key's TTL.

@@ -13,10 +13,26 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("subscribe", -2, PUBSUB, NO_KEYS, parse),
-    Spec::new("psubscribe", -2, PUBSUB, NO_KEYS, parse),
-    Spec::new("unsubscribe", -1, PUBSUB, NO_KEYS, parse),
-    Spec::new("punsubscribe", -1, PUBSUB, NO_KEYS, parse),
+    Spec::new("subscribe", -2, PUBSUB, NO_KEYS, parse).docs(
+        "Receive the messages published to channels",
+        "2.0.0",
+        "pubsub",
+    ),
+    Spec::new("psubscribe", -2, PUBSUB, NO_KEYS, parse).docs(
+        "Receive the messages published to channels matching patterns",
+        "2.0.0",
+        "pubsub",
+    ),
+    Spec::new("unsubscribe", -1, PUBSUB, NO_KEYS, parse).docs(
+        "Stop receiving the messages of channels",
+        "2.0.0",
+        "pubsub",
+    ),
+    Spec::new("punsubscribe", -1, PUBSUB, NO_KEYS, parse).docs(
+        "Stop receiving the messages of channel patterns",
+        "2.0.0",
+        "pubsub",
+    ),
 ];
 
 /// A subscription change.

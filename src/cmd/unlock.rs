@@ -10,7 +10,8 @@ use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("unlock", 3, WRITE_FAST, ONE_KEY, parse)];
+pub static COMMANDS: &[Spec] = &[Spec::new("unlock", 3, WRITE_FAST, ONE_KEY, parse)
+    .palisade("Release a lock held by the given owner")];
 
 /// A parsed UNLOCK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

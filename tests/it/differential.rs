@@ -5,6 +5,7 @@
 //! SCAN) are comparable. Every mismatch of a sequence is collected and reported together.
 //! Replies that depend on elapsed milliseconds (PTTL) are compared as ranges instead.
 
+use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::thread;
 use std::time::Duration;
@@ -773,4 +774,136 @@ fn not_yet_implemented_commands_are_unknown() {
         "a command Palisade does not implement",
     );
     assert_reply(&c.c("PING"), b"+PONG\r\n", "connection still usable");
+}
+
+// ---------------------------------------------------------------------------------------
+// COMMAND DOCS
+// ---------------------------------------------------------------------------------------
+
+/// The names in a COMMAND LIST reply.
+fn command_list(reply: &[u8]) -> Vec<String> {
+    use redis_protocol::resp2::types::OwnedFrame as F;
+    let F::Array(items) = decode2(reply) else {
+        panic!("COMMAND LIST is not an array: {}", show(reply));
+    };
+    items
+        .into_iter()
+        .map(|i| match i {
+            F::BulkString(n) => String::from_utf8(n).expect("UTF-8 name"),
+            other => panic!("COMMAND LIST item {other:?}"),
+        })
+        .collect()
+}
+
+/// Every command Palisade shares with Redis has the same `since` and `group` in COMMAND DOCS
+/// as redis-server's, and a summary (in our own words, so not compared); Palisade's own
+/// commands (group `palisade`) are unknown to Redis. Palisade's reply is read in `proto`;
+/// Redis's always in RESP2, since its RESP3 docs hold sets of maps, which the test's decoder
+/// refuses (the fields are the same in both protocols).
+fn command_docs_match_redis(proto: u8) {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    if proto == 3 {
+        pc.c("HELLO 3");
+    }
+    let names = command_list(&pc.c("COMMAND LIST"));
+    for must in ["get", "set", "del", "eval", "hset", "blpop", "lock"] {
+        assert!(names.iter().any(|n| n == must), "COMMAND LIST lacks {must}");
+    }
+    let mut args = vec!["COMMAND".to_string(), "DOCS".to_string()];
+    args.extend(names.iter().cloned());
+    let ours: BTreeMap<String, BTreeMap<String, String>> =
+        command_docs(&pc.cmd(&args), proto).into_iter().collect();
+    let theirs: BTreeMap<String, BTreeMap<String, String>> =
+        command_docs(&rc.cmd(&args), 2).into_iter().collect();
+    let mut bad = Vec::new();
+    let mut compared = 0;
+    for name in &names {
+        let Some(ours) = ours.get(name) else {
+            bad.push(format!("{name}: no COMMAND DOCS entry"));
+            continue;
+        };
+        let field = |f: &str| ours.get(f).map(String::as_str).unwrap_or("");
+        if field("summary").trim().is_empty() {
+            bad.push(format!("{name}: empty summary"));
+        }
+        match theirs.get(name) {
+            None if field("group") == "palisade" && field("since") == "0.1.0" => {}
+            None => bad.push(format!(
+                "{name}: unknown to Redis but its group is {:?}, since {:?}",
+                field("group"),
+                field("since")
+            )),
+            Some(want) => {
+                compared += 1;
+                for f in ["since", "group"] {
+                    if want.get(f).map(String::as_str) != Some(field(f)) {
+                        bad.push(format!(
+                            "{name}: {f} {:?}, redis-server says {:?}",
+                            field(f),
+                            want.get(f)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        compared >= 60,
+        "only {compared} commands compared with Redis"
+    );
+    assert!(
+        bad.is_empty(),
+        "RESP{proto}: COMMAND DOCS differs from redis-server:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn command_docs_match_redis_resp2() {
+    command_docs_match_redis(2);
+}
+
+#[test]
+fn command_docs_match_redis_resp3() {
+    command_docs_match_redis(3);
+}
+
+/// Unknown names are left out: an empty map (`%0`, `*0` in RESP2) when none is known.
+fn command_docs_lookup_steps() -> Vec<Step> {
+    vec![
+        same("COMMAND DOCS nosuchcmd"),
+        same("COMMAND DOCS nosuchcmd other"),
+    ]
+}
+
+#[test]
+fn command_docs_unknown_names_resp2() {
+    diff(2, &command_docs_lookup_steps());
+}
+
+#[test]
+fn command_docs_unknown_names_resp3() {
+    diff(3, &command_docs_lookup_steps());
+}
+
+/// The names and their order in COMMAND DOCS, whatever the fields: for mixed case, unknown
+/// and repeated names.
+#[test]
+fn command_docs_names_match_redis() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    for line in ["COMMAND DOCS GET nosuchcmd get", "COMMAND DOCS nosuch HsEt"] {
+        let want: Vec<String> = command_docs(&rc.c(line), 2)
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        let got: Vec<String> = command_docs(&pc.c(line), 2)
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        assert_eq!(got, want, "{line}");
+    }
 }

@@ -2,6 +2,7 @@
 //! compared byte for byte with Redis: INFO (with the fields docs/architecture.md fixes), CLIENT,
 //! COMMAND, QUIT, and the binary's --version/--help.
 
+use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
@@ -197,6 +198,57 @@ fn command_introspection() {
         &c.c("COMMAND INFO nosuchcommand"),
         b"*1\r\n$-1\r\n",
         "COMMAND INFO of an unknown command",
+    );
+}
+
+/// `COMMAND DOCS` with no names has one entry per command of COMMAND LIST, in the same order,
+/// each with a summary, a `since` and a group; one entry, byte for byte, in both protocols.
+#[test]
+fn command_docs_cover_every_command() {
+    use redis_protocol::resp2::types::OwnedFrame as F;
+    let srv = Server::start();
+    let mut c = srv.conn();
+    let F::Array(list) = decode2(&c.c("COMMAND LIST")) else {
+        panic!("COMMAND LIST is not an array");
+    };
+    let list: Vec<String> = list
+        .into_iter()
+        .map(|n| match n {
+            F::BulkString(n) => String::from_utf8(n).unwrap(),
+            other => panic!("COMMAND LIST item {other:?}"),
+        })
+        .collect();
+    for proto in [2, 3] {
+        if proto == 3 {
+            c.c("HELLO 3");
+        }
+        let docs = command_docs(&c.c("COMMAND DOCS"), proto);
+        let names: BTreeSet<&str> = docs.iter().map(|e| e.0.as_str()).collect();
+        let listed: BTreeSet<&str> = list.iter().map(String::as_str).collect();
+        assert_eq!(names, listed, "RESP{proto}: COMMAND DOCS names");
+        assert_eq!(docs.len(), list.len(), "RESP{proto}: a name is repeated");
+        for (name, fields) in &docs {
+            for f in ["summary", "since", "group"] {
+                assert!(
+                    fields.get(f).is_some_and(|v| !v.trim().is_empty()),
+                    "RESP{proto}: {name} has no {f}: {fields:?}"
+                );
+            }
+        }
+    }
+    let entry = "$4\r\nlock\r\n%3\r\n\
+        $7\r\nsummary\r\n$53\r\nTake a lock with a lease and return its fencing token\r\n\
+        $5\r\nsince\r\n$5\r\n0.1.0\r\n$5\r\ngroup\r\n$8\r\npalisade\r\n";
+    assert_reply(
+        &c.c("COMMAND DOCS lock nosuchcmd"),
+        format!("%1\r\n{entry}").as_bytes(),
+        "RESP3 COMMAND DOCS lock",
+    );
+    c.c("HELLO 2");
+    assert_reply(
+        &c.c("COMMAND DOCS lock"),
+        format!("*2\r\n{}", entry.replace("%3", "*6")).as_bytes(),
+        "RESP2 COMMAND DOCS lock",
     );
 }
 

@@ -7,7 +7,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -976,4 +976,61 @@ pub fn info_text(reply: &[u8], proto: u8) -> String {
 pub fn info_field(text: &str, field: &str) -> Option<String> {
     text.split("\r\n")
         .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+}
+
+/// One command of a COMMAND DOCS reply: its name and its string-valued fields (`summary`,
+/// `since`, `group`, ...; Redis's arrays such as `arguments` are left out).
+pub type CommandDocs = (String, BTreeMap<String, String>);
+
+/// The entries of a COMMAND DOCS reply, in reply order. The reply must have Redis 7's shape:
+/// in RESP3 a map of name to map, every name and field a bulk string (redis-cli asserts
+/// that); in RESP2 the same, flattened into arrays of alternating keys and values.
+#[track_caller]
+pub fn command_docs(reply: &[u8], proto: u8) -> Vec<CommandDocs> {
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).expect("COMMAND DOCS text is UTF-8");
+    if proto == 3 {
+        use redis_protocol::resp3::types::OwnedFrame as F;
+        let F::Map { data, .. } = decode3(reply) else {
+            panic!("RESP3 COMMAND DOCS is not a map: {}", show(reply));
+        };
+        data.into_iter()
+            .map(|(name, fields)| {
+                let (F::BlobString { data: name, .. }, F::Map { data: fields, .. }) =
+                    (name, fields)
+                else {
+                    panic!("not a name and a map in COMMAND DOCS: {}", show(reply));
+                };
+                let fields = fields.into_iter().filter_map(|kv| match kv {
+                    (F::BlobString { data: k, .. }, F::BlobString { data: v, .. }) => {
+                        Some((text(&k), text(&v)))
+                    }
+                    _ => None,
+                });
+                (text(&name), fields.collect())
+            })
+            .collect()
+    } else {
+        use redis_protocol::resp2::types::OwnedFrame as F;
+        let F::Array(items) = decode2(reply) else {
+            panic!("RESP2 COMMAND DOCS is not an array: {}", show(reply));
+        };
+        assert!(
+            items.len() % 2 == 0,
+            "odd COMMAND DOCS array: {}",
+            show(reply)
+        );
+        items
+            .chunks(2)
+            .map(|pair| {
+                let [F::BulkString(name), F::Array(fields)] = pair else {
+                    panic!("not a name and an array in COMMAND DOCS: {}", show(reply));
+                };
+                let fields = fields.chunks(2).filter_map(|kv| match kv {
+                    [F::BulkString(k), F::BulkString(v)] => Some((text(k), text(v))),
+                    _ => None,
+                });
+                (text(name), fields.collect())
+            })
+            .collect()
+    }
 }
