@@ -365,6 +365,7 @@ mod tests {
                 faults: Faults::default(),
             }),
             conn: None,
+            open_failures: (0, None),
         };
         let option = || RPCOption::new(Duration::from_secs(2));
 

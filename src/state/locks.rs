@@ -306,15 +306,17 @@ impl Keyspace {
     }
 
     /// Brings `key` up to date at `now`: removes an expired lease, and grants a free lock to
-    /// the first waiter whose wait has not run out (with token `revision`).
-    pub fn settle_lock(&mut self, key: &Bytes, now: u64, revision: u64) {
+    /// the first waiter whose wait has not run out (with token `revision`). True if it
+    /// granted the lock: a caller that settles several keys in one command must give each
+    /// grant a revision of its own.
+    pub fn settle_lock(&mut self, key: &Bytes, now: u64, revision: u64) -> bool {
         self.expire_lease(key, now);
         let Some(meta) = self.lock_meta(key) else {
-            return;
+            return false;
         };
         if meta.queue.is_empty() || meta.blocked_until > now || self.get(key, now).is_some() {
             self.drop_lock_meta_if_idle(key, now);
-            return;
+            return false;
         }
         let meta = self.lock_meta_mut(key);
         let mut next = None;
@@ -324,6 +326,7 @@ impl Keyspace {
                 break;
             }
         }
+        let granted = next.is_some();
         if let Some(w) = next {
             self.grant(
                 key,
@@ -336,6 +339,7 @@ impl Keyspace {
             );
         }
         self.drop_lock_meta_if_idle(key, now);
+        granted
     }
 
     /// Keys whose queue or lock-delay needs an entry at `now`: a waiter with a free or
@@ -580,7 +584,7 @@ mod tests {
         ks.take_events();
         // The leader's eviction entry at 100 expires a's lease and grants y (x's wait ended).
         assert!(ks.expire_lease(&b("k"), 100));
-        ks.settle_lock(&b("k"), 100, 4);
+        assert!(ks.settle_lock(&b("k"), 100, 4));
         assert_eq!(holder(&ks, 100), Some((b("y"), 4)));
         let kinds: Vec<_> = ks
             .take_events()
@@ -680,6 +684,37 @@ mod tests {
         assert!(!ks.lock_release_token(&b("k"), 7, 9, 9));
         assert!(ks.lock_release_token(&b("k"), 8, 9, 9));
         assert_eq!(holder(&ks, 9), None);
+    }
+
+    /// One eviction entry that frees two queued locks grants each a token of its own.
+    #[test]
+    fn one_eviction_entry_grants_each_freed_lock_its_own_token() {
+        let mut ks = Keyspace::default();
+        for key in ["k", "m"] {
+            crate::cmd::run_line(&mut ks, &format!("LOCK {key} a PX 100"), 0);
+            let (key, owner) = (b(key), b("w"));
+            let a = Acquire {
+                key: &key,
+                owner: &owner,
+                ttl_ms: 100,
+                delay_ms: 0,
+                wait: Some((id(1), None)),
+            };
+            assert_eq!(ks.lock_acquire(a, 1, ks.revision()), Acquired::Queued);
+        }
+        let evict = crate::cmd::Command::Evict(crate::cmd::evict::Evict {
+            keys: vec![b("k"), b("m")],
+        });
+        ks.take_events();
+        let revision = ks.bump_revision();
+        evict.apply(&mut ks, crate::cmd::Ctx { now: 100, revision });
+        let tokens: Vec<u64> = grants(&mut ks).into_iter().map(|(_, t, _)| t).collect();
+        assert_eq!(tokens.len(), 2, "both locks went to their waiters");
+        assert_ne!(tokens[0], tokens[1], "one token for two grants: {tokens:?}");
+        assert!(
+            ks.revision() >= tokens[1],
+            "the revision moved past every token"
+        );
     }
 
     #[test]
