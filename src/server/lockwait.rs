@@ -128,8 +128,9 @@ pub fn release(shared: &Arc<Shared>, key: Bytes, token: u64) {
     });
 }
 
-/// Answers this node's waiters from the applied log until `stop` changes. `events` is
-/// subscribed before the first client connects, so no grant is missed.
+/// Answers this node's waiters from the applied log until `stop` changes. `events` (the
+/// state machine's grants to waiters) is subscribed before the first client connects, so no
+/// grant is missed.
 pub async fn run(
     shared: Arc<Shared>,
     mut events: broadcast::Receiver<Event>,
