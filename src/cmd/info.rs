@@ -1,7 +1,10 @@
 //! `INFO [section ...]`: `field:value` lines under `# Section` headers, joined by CRLF.
 //!
 //! The `# Raft` fields and `role:master` are fixed because tools rely on them
-//! (docs/architecture.md, "INFO").
+//! (docs/architecture.md, "INFO"). The sections and fields that Redis 7 also has are printed
+//! as Redis prints them (`# Commandstats`, `# Errorstats`, `# CPU`, `# Keyspace`, ...), so
+//! that tools such as Prometheus' redis_exporter read them unchanged; a field is printed only
+//! where Palisade can fill it honestly.
 
 use std::fmt::Write;
 
@@ -45,8 +48,24 @@ pub struct InfoData {
     pub db_memory: DbMemory,
     /// Connections accepted.
     pub total_connections: u64,
-    /// Commands processed.
+    /// Commands executed (not unknown or rejected ones), inside EXEC included.
     pub total_commands: u64,
+    /// Commands per second, and KiB per second in and out, averaged as Redis does.
+    pub rates: (u64, f64, f64),
+    /// Bytes read from and written to client connections.
+    pub net_bytes: (u64, u64),
+    /// Error replies sent.
+    pub total_error_replies: u64,
+    /// Per command (`client|setname` for a subcommand), sorted by name.
+    pub commandstats: Vec<(String, CmdCounts)>,
+    /// Error replies by their first word, sorted.
+    pub errorstats: Vec<(String, u64)>,
+    /// CPU time of this process and of its waited-for children.
+    pub cpu: CpuTimes,
+    /// Scripts in the script cache.
+    pub cached_scripts: usize,
+    /// Highest `used_memory` seen (sampled every 100 ms and at each INFO).
+    pub used_memory_peak: u64,
     /// Connections rejected because of maxclients.
     pub rejected_connections: u64,
     /// Keys evicted by expiry entries.
@@ -61,8 +80,10 @@ pub struct InfoData {
     pub applied: (u64, u64),
     /// Live keys.
     pub keys: usize,
-    /// Keys with a TTL.
+    /// Of those, keys with a TTL.
     pub expires: usize,
+    /// The mean remaining TTL of those, in ms (exact, where Redis estimates it).
+    pub avg_ttl: u64,
     /// The revision (next token is higher).
     pub revision: u64,
     /// Raft node id.
@@ -100,6 +121,43 @@ pub struct DbMemory {
     pub table_readers: u64,
 }
 
+/// One command's counters (INFO commandstats).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CmdCounts {
+    /// Times it was executed, failed ones included.
+    pub calls: u64,
+    /// Microseconds spent on those calls.
+    pub usec: u64,
+    /// Times it was refused before execution (arity, NOAUTH, not allowed in the context).
+    pub rejected: u64,
+    /// Executed calls whose reply was an error.
+    pub failed: u64,
+}
+
+impl CmdCounts {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &CmdCounts) {
+        self.calls += other.calls;
+        self.usec += other.usec;
+        self.rejected += other.rejected;
+        self.failed += other.failed;
+    }
+}
+
+/// CPU time used, from getrusage (zero where unavailable).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// System time of this process, µs.
+    pub sys_us: u64,
+    /// User time of this process, µs.
+    pub user_us: u64,
+    /// System time of its terminated, waited-for children, µs.
+    pub children_sys_us: u64,
+    /// User time of those children, µs.
+    pub children_user_us: u64,
+}
+
+/// The sections of a plain `INFO` (or `INFO default`), in the order they are printed.
 const DEFAULT: &[&str] = &[
     "server",
     "clients",
@@ -108,9 +166,20 @@ const DEFAULT: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
     "raft",
     "keyspace",
 ];
+
+/// Sections only `INFO all`, `INFO everything` or their own name print.
+const NOT_DEFAULT: &[&str] = &["commandstats"];
+
+/// Redis's `%ld.%06ld` rendering of a CPU time.
+fn seconds(us: u64) -> String {
+    format!("{}.{:06}", us / 1_000_000, us % 1_000_000)
+}
 
 /// Parses INFO.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
@@ -130,8 +199,8 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
         }
         requested.iter().any(|r| {
             r == name
-                || r == "all"
-                || r == "everything"
+                || ((r == "all" || r == "everything")
+                    && (DEFAULT.contains(&name) || NOT_DEFAULT.contains(&name)))
                 || (r == "default" && DEFAULT.contains(&name))
         })
     };
@@ -186,6 +255,8 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
                 "rocksdb_table_readers",
                 d.db_memory.table_readers.to_string(),
             ),
+            ("used_memory_peak", d.used_memory_peak.to_string()),
+            ("number_of_cached_scripts", d.cached_scripts.to_string()),
             ("maxmemory", "0".into()),
             ("maxmemory_policy", "noeviction".into()),
         ],
@@ -209,8 +280,15 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
                 d.total_connections.to_string(),
             ),
             ("total_commands_processed", d.total_commands.to_string()),
+            ("instantaneous_ops_per_sec", d.rates.0.to_string()),
+            ("total_net_input_bytes", d.net_bytes.0.to_string()),
+            ("total_net_output_bytes", d.net_bytes.1.to_string()),
+            ("instantaneous_input_kbps", format!("{:.2}", d.rates.1)),
+            ("instantaneous_output_kbps", format!("{:.2}", d.rates.2)),
             ("rejected_connections", d.rejected_connections.to_string()),
             ("expired_keys", d.expired_keys.to_string()),
+            ("evicted_keys", "0".into()),
+            ("total_error_replies", d.total_error_replies.to_string()),
             ("raft_batches_proposed", d.batches_proposed.to_string()),
             ("raft_batched_commands", d.batched_commands.to_string()),
             ("raft_log_syncs", d.log_syncs.0.to_string()),
@@ -225,7 +303,44 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
         "Replication",
         vec![("role", "master".into()), ("connected_slaves", "0".into())],
     );
-    section("cpu", "CPU", vec![]);
+    section(
+        "cpu",
+        "CPU",
+        vec![
+            ("used_cpu_sys", seconds(d.cpu.sys_us)),
+            ("used_cpu_user", seconds(d.cpu.user_us)),
+            ("used_cpu_sys_children", seconds(d.cpu.children_sys_us)),
+            ("used_cpu_user_children", seconds(d.cpu.children_user_us)),
+        ],
+    );
+    section("modules", "Modules", vec![]);
+    let cmdstats = d
+        .commandstats
+        .iter()
+        .map(|(name, c)| (format!("cmdstat_{name}"), cmdstat(c)))
+        .collect::<Vec<_>>();
+    section(
+        "commandstats",
+        "Commandstats",
+        cmdstats
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+    );
+    let errstats = d
+        .errorstats
+        .iter()
+        .map(|(prefix, n)| (format!("errorstat_{prefix}"), format!("count={n}")))
+        .collect::<Vec<_>>();
+    section(
+        "errorstats",
+        "Errorstats",
+        errstats
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+    );
+    section("cluster", "Cluster", vec![("cluster_enabled", "0".into())]);
     section(
         "raft",
         "Raft",
@@ -255,13 +370,29 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
     let ks = if d.keys > 0 {
         vec![(
             "db0",
-            format!("keys={},expires={},avg_ttl=0", d.keys, d.expires),
+            format!(
+                "keys={},expires={},avg_ttl={}",
+                d.keys, d.expires, d.avg_ttl
+            ),
         )]
     } else {
         vec![]
     };
     section("keyspace", "Keyspace", ks);
     out
+}
+
+/// One commandstats value, as Redis 7 prints it.
+fn cmdstat(c: &CmdCounts) -> String {
+    let per_call = if c.calls == 0 {
+        0.0
+    } else {
+        c.usec as f64 / c.calls as f64
+    };
+    format!(
+        "calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}",
+        c.calls, c.usec, c.rejected, c.failed
+    )
 }
 
 #[cfg(test)]
@@ -288,5 +419,73 @@ mod tests {
         assert!(text.contains("\r\nloading:0\r\n"));
         let only = render(&["raft".into()], &InfoData::default());
         assert!(only.starts_with("# Raft\r\n") && !only.contains("# Server"));
+    }
+
+    #[test]
+    fn sections_and_their_fields_as_redis_prints_them() {
+        let d = InfoData {
+            commandstats: vec![
+                (
+                    "client|setname".into(),
+                    CmdCounts {
+                        calls: 3,
+                        usec: 10,
+                        rejected: 1,
+                        failed: 0,
+                    },
+                ),
+                (
+                    "get".into(),
+                    CmdCounts {
+                        rejected: 2,
+                        ..Default::default()
+                    },
+                ),
+            ],
+            errorstats: vec![("ERR".into(), 4), ("WRONGTYPE".into(), 1)],
+            cpu: CpuTimes {
+                sys_us: 1_500_000,
+                user_us: 25,
+                children_sys_us: 0,
+                children_user_us: 1_000_000,
+            },
+            keys: 3,
+            expires: 1,
+            avg_ttl: 4999,
+            ..Default::default()
+        };
+        assert_eq!(
+            render(&["commandstats".into()], &d),
+            "# Commandstats\r\n\
+             cmdstat_client|setname:calls=3,usec=10,usec_per_call=3.33,rejected_calls=1,failed_calls=0\r\n\
+             cmdstat_get:calls=0,usec=0,usec_per_call=0.00,rejected_calls=2,failed_calls=0\r\n"
+        );
+        assert_eq!(
+            render(&["errorstats".into(), "keyspace".into()], &d),
+            "# Errorstats\r\nerrorstat_ERR:count=4\r\nerrorstat_WRONGTYPE:count=1\r\n\r\n\
+             # Keyspace\r\ndb0:keys=3,expires=1,avg_ttl=4999\r\n"
+        );
+        assert_eq!(
+            render(&["cpu".into()], &d),
+            "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.000025\r\n\
+             used_cpu_sys_children:0.000000\r\nused_cpu_user_children:1.000000\r\n"
+        );
+        let titles = |req: &[&str]| -> Vec<String> {
+            let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
+            render(&req, &d)
+                .lines()
+                .filter(|l| l.starts_with('#'))
+                .map(String::from)
+                .collect()
+        };
+        let default = titles(&[]);
+        assert_eq!(default, titles(&["default"]));
+        assert!(default.contains(&"# Errorstats".to_string()));
+        assert!(!default.contains(&"# Commandstats".to_string()));
+        let all = titles(&["all"]);
+        assert_eq!(all, titles(&["everything"]));
+        assert_eq!(all.len(), default.len() + 1);
+        assert!(all.contains(&"# Commandstats".to_string()));
+        assert_eq!(titles(&["nosuchsection"]), Vec::<String>::new());
     }
 }

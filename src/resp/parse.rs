@@ -4,12 +4,25 @@
 //! buffer only once it is complete, and an incomplete one is the normal `Ok(None)`. Header
 //! lengths are checked against the limits *before* any payload is buffered, so a client cannot
 //! make the server allocate more than the limits allow. Error texts match Redis.
+//!
+//! Where Redis 7's parser is lenient, this one is too, byte for byte (the differential tests in
+//! tests/it/bad_input.rs hold both to it): a header line ends at its `\r`, whatever byte follows;
+//! the two bytes after a bulk's payload are skipped unread; a NUL byte before the end of a
+//! header or inline line hides the line end (Redis searches with `strchr`), so such a request
+//! stays incomplete until it passes the 64 KiB line limit. Before authentication a request may
+//! have at most 10 arguments of at most 16 KiB each.
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
 
 /// Redis's PROTO_INLINE_MAX_SIZE: the longest inline request or header line.
 const INLINE_MAX: usize = 64 * 1024;
+
+/// The most arguments a request may have before the client has authenticated (Redis).
+const UNAUTH_MAX_ARGS: i64 = 10;
+
+/// The largest argument a request may have before the client has authenticated (Redis).
+const UNAUTH_MAX_BULK: i64 = 16 * 1024;
 
 /// Bounds on what one client may send.
 #[derive(Clone, Copy, Debug)]
@@ -32,59 +45,67 @@ impl Default for Limits {
     }
 }
 
-/// Malformed input; the connection answers `-ERR Protocol error: <text>` and closes.
+/// Input the connection cannot go on from.
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("Protocol error: {0}")]
-pub struct ProtocolError(pub String);
+pub enum ProtocolError {
+    /// Malformed input: the connection answers `-ERR Protocol error: <text>` and closes.
+    #[error("Protocol error: {0}")]
+    Malformed(String),
+    /// More unparsed input than the query buffer limit: the connection closes without a
+    /// reply, as Redis closes it.
+    #[error("query buffer limit exceeded")]
+    QueryBufferLimit,
+}
+
+impl ProtocolError {
+    /// The error reply to send before closing, if any.
+    pub fn reply_text(&self) -> Option<String> {
+        match self {
+            ProtocolError::Malformed(_) => Some(format!("ERR {self}")),
+            ProtocolError::QueryBufferLimit => None,
+        }
+    }
+}
 
 fn perr(s: &str) -> ProtocolError {
-    ProtocolError(s.to_string())
+    ProtocolError::Malformed(s.to_string())
 }
 
 /// Takes one complete request from `buf`.
 ///
 /// Returns `Ok(None)` when more input is needed, `Ok(Some(args))` for a request (an empty
 /// `args` is a blank line or `*0`, which Redis ignores), or the protocol error.
+/// `authenticated` is false while the client still has to AUTH (tighter limits, as in Redis).
 pub fn parse_request(
     buf: &mut BytesMut,
     limits: &Limits,
+    authenticated: bool,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     if buf.is_empty() {
         return Ok(None);
     }
     if buf.len() > limits.max_query_buffer {
-        return Err(perr("query buffer limit exceeded"));
+        return Err(ProtocolError::QueryBufferLimit);
     }
     if buf[0] == b'*' {
-        parse_multibulk(buf, limits)
+        parse_multibulk(buf, limits, authenticated)
     } else {
         parse_inline(buf)
     }
 }
 
-/// Finds `\r\n` starting at `from`; returns the index of `\r`.
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while i + 1 < buf.len() {
-        match memchr(b'\r', &buf[i..]) {
-            Some(off) => {
-                let at = i + off;
-                if at + 1 < buf.len() && buf[at + 1] == b'\n' {
-                    return Some(at);
-                }
-                if at + 1 >= buf.len() {
-                    return None;
-                }
-                i = at + 1;
-            }
-            None => return None,
-        }
-    }
-    None
+/// Finds the `\r` that ends the header line starting at `from`, as Redis's
+/// `strchr(p, '\r')` does: a NUL byte before it hides it, and the line counts as complete
+/// only once one more byte (normally the `\n`, but Redis does not look) has arrived.
+fn find_header_end(buf: &[u8], from: usize) -> Option<usize> {
+    let at = from + c_strchr(&buf[from..], b'\r')?;
+    (at + 1 < buf.len()).then_some(at)
 }
 
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+/// The offset of `needle` in `hay` if it comes before any NUL byte, like C's `strchr`.
+fn c_strchr(hay: &[u8], needle: u8) -> Option<usize> {
+    let at = hay.iter().position(|&b| b == needle || b == 0)?;
+    (hay[at] == needle).then_some(at)
 }
 
 /// Parses a decimal integer the way Redis's `string2ll` does: optional '-', no '+', no spaces.
@@ -99,8 +120,9 @@ fn parse_len(bytes: &[u8]) -> Option<i64> {
 fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
+    authenticated: bool,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    let Some(end) = find_crlf(buf, 1) else {
+    let Some(end) = find_header_end(buf, 0) else {
         if buf.len() > INLINE_MAX {
             return Err(perr("too big mbulk count string"));
         }
@@ -110,6 +132,9 @@ fn parse_multibulk(
         Some(n) if n <= limits.max_multibulk_len as i64 && n <= i32::MAX as i64 => n,
         _ => return Err(perr("invalid multibulk length")),
     };
+    if count > UNAUTH_MAX_ARGS && !authenticated {
+        return Err(perr("unauthenticated multibulk length"));
+    }
     if count <= 0 {
         buf.advance(end + 2);
         return Ok(Some(Vec::new()));
@@ -122,12 +147,12 @@ fn parse_multibulk(
             return Ok(None);
         }
         if buf[pos] != b'$' {
-            return Err(ProtocolError(format!(
+            return Err(ProtocolError::Malformed(format!(
                 "expected '$', got '{}'",
                 buf[pos] as char
             )));
         }
-        let Some(hend) = find_crlf(buf, pos + 1) else {
+        let Some(hend) = find_header_end(buf, pos) else {
             if buf.len() - pos > INLINE_MAX {
                 return Err(perr("too big bulk count string"));
             }
@@ -137,12 +162,13 @@ fn parse_multibulk(
             Some(n) if n >= 0 && n as u64 <= limits.max_bulk_len as u64 => n as usize,
             _ => return Err(perr("invalid bulk length")),
         };
+        if len as i64 > UNAUTH_MAX_BULK && !authenticated {
+            return Err(perr("unauthenticated bulk length"));
+        }
         let start = hend + 2;
+        // Redis skips the two bytes after the payload without looking at them.
         if buf.len() < start + len + 2 {
             return Ok(None);
-        }
-        if &buf[start + len..start + len + 2] != b"\r\n" {
-            return Err(perr("invalid bulk terminator"));
         }
         spans.push((start, len));
         pos = start + len + 2;
@@ -157,7 +183,7 @@ fn parse_multibulk(
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    let Some(nl) = memchr(b'\n', buf) else {
+    let Some(nl) = c_strchr(buf, b'\n') else {
         if buf.len() > INLINE_MAX {
             return Err(perr("too big inline request"));
         }
@@ -173,13 +199,23 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError>
         .ok_or_else(|| perr("unbalanced quotes in request"))
 }
 
+/// C's `isspace`: what `sdssplitargs` skips between words and accepts after a closing quote.
+fn c_isspace(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// What ends an unquoted word in `sdssplitargs` (fewer bytes than `isspace`: not \v or \f).
+fn ends_word(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0)
+}
+
 /// Splits an inline request like Redis's `sdssplitargs`: whitespace-separated words, with
 /// "double quotes" (supporting \n \r \t \b \a \\ \" and \xHH) and 'single quotes' (\').
 fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
     let mut out = Vec::new();
     let mut i = 0;
     loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
+        while i < line.len() && c_isspace(line[i]) {
             i += 1;
         }
         if i >= line.len() {
@@ -192,7 +228,7 @@ fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
                 let c = *line.get(i)?;
                 if c == if inq { b'"' } else { b'\'' } {
                     // A closing quote must end the word.
-                    if line.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                    if line.get(i + 1).is_some_and(|&n| !c_isspace(n)) {
                         return None;
                     }
                     i += 1;
@@ -225,7 +261,7 @@ fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
             } else {
                 match line.get(i) {
                     None => break,
-                    Some(c) if c.is_ascii_whitespace() => break,
+                    Some(&c) if ends_word(c) => break,
                     Some(b'"') => inq = true,
                     Some(b'\'') => insq = true,
                     Some(c) => cur.push(*c),
@@ -255,7 +291,15 @@ mod tests {
 
     fn parse(input: &[u8]) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         let mut b = BytesMut::from(input);
-        parse_request(&mut b, &Limits::default())
+        parse_request(&mut b, &Limits::default(), true)
+    }
+
+    /// The text of the protocol error `input` gets.
+    fn error(input: &[u8]) -> String {
+        match parse(input) {
+            Err(ProtocolError::Malformed(text)) => text,
+            other => panic!("{}: {other:?}", input.escape_ascii()),
+        }
     }
 
     #[test]
@@ -272,14 +316,13 @@ mod tests {
 
     #[test]
     fn bad_lengths_are_protocol_errors() {
-        for (input, error) in [
+        for (input, want) in [
             (&b"*abc\r\n"[..], "invalid multibulk length"),
             (b"*1\r\n$-5\r\n", "invalid bulk length"),
             (b"*1\r\nx\r\n", "expected '$', got 'x'"),
             (b"*99999999999\r\n", "invalid multibulk length"),
         ] {
-            let got = parse(input).unwrap_err().0;
-            assert_eq!(got, error, "{}", String::from_utf8_lossy(input));
+            assert_eq!(error(input), want, "{}", input.escape_ascii());
         }
         let mut b = BytesMut::from(&b"*1\r\n$1000\r\n"[..]);
         let small = Limits {
@@ -287,8 +330,58 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(
-            parse_request(&mut b, &small).unwrap_err().0,
-            "invalid bulk length"
+            parse_request(&mut b, &small, true),
+            Err(perr("invalid bulk length"))
+        );
+    }
+
+    /// Redis's leniencies: a header ends at `\r` whatever follows it, the two bytes after a
+    /// payload are not checked, and a NUL before a line end hides the line end.
+    #[test]
+    fn lenient_where_redis_is() {
+        let ping = vec![Bytes::from("PING")];
+        assert_eq!(parse(b"*1\rX$4\rXPINGxx").unwrap(), Some(ping.clone()));
+        assert_eq!(parse(b"*1\r").unwrap(), None);
+        assert_eq!(parse(b"*1\x00\r\n$4\r\nPING\r\n").unwrap(), None);
+        assert_eq!(parse(b"PING\x00\r\n").unwrap(), None);
+        assert_eq!(error(&[b'*'; 70 * 1024]), "too big mbulk count string");
+        let mut nul = b"PING\x00".to_vec();
+        nul.extend(vec![b'\n'; 70 * 1024]);
+        assert_eq!(error(&nul), "too big inline request");
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let l = Limits::default();
+        let mut b = BytesMut::from(&b"*11\r\n"[..]);
+        assert_eq!(
+            parse_request(&mut b, &l, false),
+            Err(perr("unauthenticated multibulk length"))
+        );
+        let mut b = BytesMut::from(&b"*2\r\n$4\r\nECHO\r\n$16385\r\n"[..]);
+        assert_eq!(
+            parse_request(&mut b, &l, false),
+            Err(perr("unauthenticated bulk length"))
+        );
+        let mut b = BytesMut::from(&b"*10\r\n$16384\r\n"[..]);
+        assert_eq!(parse_request(&mut b, &l, false), Ok(None));
+        let mut b = BytesMut::from(&b"*11\r\n"[..]);
+        assert_eq!(parse_request(&mut b, &l, true), Ok(None));
+    }
+
+    #[test]
+    fn query_buffer_limit_has_no_reply() {
+        let small = Limits {
+            max_query_buffer: 4,
+            ..Limits::default()
+        };
+        let mut b = BytesMut::from(&b"*1\r\n$4\r\n"[..]);
+        let e = parse_request(&mut b, &small, true).unwrap_err();
+        assert_eq!(e, ProtocolError::QueryBufferLimit);
+        assert_eq!(e.reply_text(), None);
+        assert_eq!(
+            perr("invalid bulk length").reply_text().as_deref(),
+            Some("ERR Protocol error: invalid bulk length")
         );
     }
 
@@ -308,10 +401,7 @@ mod tests {
                 Bytes::from("A\n")
             ]
         );
-        assert_eq!(
-            parse(b"SET \"a\n").unwrap_err().0,
-            "unbalanced quotes in request"
-        );
+        assert_eq!(error(b"SET \"a\n"), "unbalanced quotes in request");
         assert_eq!(parse(b"\r\n").unwrap().unwrap(), Vec::<Bytes>::new());
         // Single quotes keep backslashes, except before a single quote.
         assert_eq!(
@@ -324,16 +414,21 @@ mod tests {
         );
         // A closing quote must end the word, in either kind of quotes.
         for bad in [&b"SET \"a\"b\n"[..], &b"SET 'a'b\n"[..]] {
-            assert_eq!(parse(bad).unwrap_err().0, "unbalanced quotes in request");
+            assert_eq!(error(bad), "unbalanced quotes in request");
         }
+        // Words end at space, tab, CR and LF only; \v and \f are skipped between words.
+        assert_eq!(
+            parse(b"\x0bECHO a\x0cb \"c\"\x0b\n").unwrap().unwrap(),
+            vec![Bytes::from("ECHO"), Bytes::from("a\x0cb"), Bytes::from("c")]
+        );
     }
 
     #[test]
     fn pipelined_requests_parse_one_at_a_time() {
         let mut b = BytesMut::from(&b"*1\r\n$4\r\nPING\r\nPING\r\n"[..]);
         let l = Limits::default();
-        assert_eq!(parse_request(&mut b, &l).unwrap().unwrap().len(), 1);
-        assert_eq!(parse_request(&mut b, &l).unwrap().unwrap().len(), 1);
-        assert_eq!(parse_request(&mut b, &l).unwrap(), None);
+        assert_eq!(parse_request(&mut b, &l, true).unwrap().unwrap().len(), 1);
+        assert_eq!(parse_request(&mut b, &l, true).unwrap().unwrap().len(), 1);
+        assert_eq!(parse_request(&mut b, &l, true).unwrap(), None);
     }
 }

@@ -37,14 +37,57 @@ use proposer::{Clock, Proposer};
 use reader::Reader;
 
 /// Server-wide counters.
-#[derive(Default, Debug)]
+#[derive(Default)]
 pub struct Stats {
     /// Connections accepted.
     pub connections: AtomicU64,
     /// Connections refused at maxclients.
     pub rejected: AtomicU64,
-    /// Commands processed.
-    pub commands: AtomicU64,
+    /// Per-command and per-error counts (commandstats, errorstats), commands executed.
+    pub calls: session::stats::CommandTable,
+    /// Bytes to and from clients, and the instantaneous rates.
+    pub traffic: session::stats::Traffic,
+    /// The highest `used_memory` seen.
+    pub memory_peak: AtomicU64,
+}
+
+/// How often the instantaneous rates are sampled (Redis: every 100 ms, from serverCron).
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+impl Stats {
+    /// Resets what `CONFIG RESETSTAT` resets in Redis and this node counts outside the
+    /// replicated state: commandstats, errorstats, `total_commands_processed`,
+    /// `total_error_replies`, `total_connections_received`, `rejected_connections`, the
+    /// byte counts, the instantaneous rates and the memory peak.
+    pub fn reset(&self) {
+        self.connections.store(0, Ordering::Relaxed);
+        self.rejected.store(0, Ordering::Relaxed);
+        self.calls.reset();
+        self.traffic.reset();
+        self.memory_peak.store(0, Ordering::Relaxed);
+    }
+
+    /// Raises the memory peak to `used` if higher; returns the peak.
+    fn note_memory(&self, used: u64) -> u64 {
+        self.memory_peak
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used)
+    }
+}
+
+/// Samples the instantaneous rates and the memory peak every 100 ms, until `stop`.
+async fn sample_stats(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let stats = &shared.stats;
+        stats.traffic.sample(Instant::now(), stats.calls.executed());
+        stats.note_memory(allocator_bytes().0);
+    }
 }
 
 /// State shared by every task of the server.
@@ -144,19 +187,21 @@ impl Shared {
     /// Gathers INFO's fields.
     pub fn info(&self) -> InfoData {
         let m = self.raft.metrics().borrow_watched().clone();
-        let (keys, expires, revision, expired, applied) = match self.state.read() {
+        let (keyspace, revision, expired, applied, scripts) = match self.state.read() {
             Ok(st) => {
                 let now = reader::cluster_now(&self.raft, &st, &self.clock);
                 (
-                    st.ks.live_len(now),
-                    st.ks.volatile_len(),
+                    keyspace_figures(&st.ks, now),
                     st.ks.revision(),
                     st.expired_total,
                     (st.applied_entries, st.applied_commands),
+                    st.ks.scripts().len(),
                 )
             }
-            Err(_) => (0, 0, 0, 0, (0, 0)),
+            Err(_) => ((0, 0, 0), 0, 0, (0, 0), 0),
         };
+        let allocator = allocator_bytes();
+        let rates = self.stats.traffic.rates();
         let sync = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let role = role_name(m.state);
         InfoData {
@@ -169,10 +214,21 @@ impl Shared {
             blocked_clients: self.clients.blocked(),
             maxclients: self.config.maxclients,
             used_memory_rss: rss_bytes(),
-            allocator: allocator_bytes(),
+            allocator,
+            used_memory_peak: self.stats.note_memory(allocator.0),
             db_memory: crate::store::schema::memory_usage(&self.db),
             total_connections: self.stats.connections.load(Ordering::Relaxed),
-            total_commands: self.stats.commands.load(Ordering::Relaxed),
+            total_commands: self.stats.calls.executed(),
+            rates: (rates.ops, rates.input_kbps, rates.output_kbps),
+            net_bytes: (
+                self.stats.traffic.input.load(Ordering::Relaxed),
+                self.stats.traffic.output.load(Ordering::Relaxed),
+            ),
+            total_error_replies: self.stats.calls.error_replies(),
+            commandstats: self.stats.calls.commands(),
+            errorstats: self.stats.calls.errors(),
+            cpu: cpu_times(),
+            cached_scripts: scripts,
             rejected_connections: self.stats.rejected.load(Ordering::Relaxed),
             expired_keys: expired,
             batches_proposed: self.proposer.stats.batches.load(Ordering::Relaxed),
@@ -183,8 +239,9 @@ impl Shared {
                 sync(&self.sync.entries),
             ),
             applied,
-            keys,
-            expires,
+            keys: keyspace.0,
+            expires: keyspace.1,
+            avg_ttl: keyspace.2,
             revision,
             node_id: self.config.node_id,
             role,
@@ -203,6 +260,73 @@ impl Shared {
             dir: self.config.dir.display().to_string(),
         }
     }
+}
+
+/// Live keys at `now`, how many of them have a TTL, and the mean remaining TTL of those in
+/// ms (INFO keyspace). One pass over the keys, only when some have a TTL.
+fn keyspace_figures(ks: &crate::state::Keyspace, now: u64) -> (usize, usize, u64) {
+    if ks.volatile_len() == 0 {
+        return (ks.live_len(now), 0, 0);
+    }
+    let (mut keys, mut expires, mut ttl_sum) = (0usize, 0usize, 0u128);
+    for (_, e) in ks.live_keys(now) {
+        keys += 1;
+        if let Some(at) = e.expire_at {
+            expires += 1;
+            ttl_sum += u128::from(at.saturating_sub(now));
+        }
+    }
+    let avg = ttl_sum.checked_div(expires as u128).unwrap_or(0);
+    (keys, expires, avg as u64)
+}
+
+/// This process's CPU time and that of its waited-for children, from getrusage(2).
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn cpu_times() -> crate::cmd::info::CpuTimes {
+    /// `struct rusage` on 64-bit Linux: two `struct timeval` (i64 seconds, i64 µs), then
+    /// 14 longs this code does not read.
+    #[repr(C)]
+    struct Rusage {
+        utime: [i64; 2],
+        stime: [i64; 2],
+        #[allow(dead_code)] // getrusage fills it; nothing reads it
+        rest: [i64; 14],
+    }
+    extern "C" {
+        fn getrusage(who: std::ffi::c_int, usage: *mut Rusage) -> std::ffi::c_int;
+    }
+    const RUSAGE_SELF: std::ffi::c_int = 0;
+    const RUSAGE_CHILDREN: std::ffi::c_int = -1;
+    let usage = |who| {
+        let mut u = Rusage {
+            utime: [0; 2],
+            stime: [0; 2],
+            rest: [0; 14],
+        };
+        // SAFETY: `u` is a valid, writable `struct rusage` for this target, and getrusage
+        // writes nothing else.
+        let ok = unsafe { getrusage(who, &mut u) } == 0;
+        let us = |tv: [i64; 2]| (tv[0].max(0) as u64) * 1_000_000 + tv[1].max(0) as u64;
+        if ok {
+            (us(u.stime), us(u.utime))
+        } else {
+            (0, 0)
+        }
+    };
+    let (sys_us, user_us) = usage(RUSAGE_SELF);
+    let (children_sys_us, children_user_us) = usage(RUSAGE_CHILDREN);
+    crate::cmd::info::CpuTimes {
+        sys_us,
+        user_us,
+        children_sys_us,
+        children_user_us,
+    }
+}
+
+/// Elsewhere the CPU figures are zero.
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn cpu_times() -> crate::cmd::info::CpuTimes {
+    crate::cmd::info::CpuTimes::default()
 }
 
 /// jemalloc's figures: bytes the program holds, and bytes of resident pages jemalloc maps.
@@ -312,6 +436,7 @@ impl Server {
         };
         tasks.spawn(service.run(peer_listener, stop_rx.clone()));
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));
+        tasks.spawn(sample_stats(shared.clone(), stop_rx.clone()));
         tasks.spawn(lockwait::run(shared.clone(), lock_events, stop_rx.clone()));
         tasks.spawn(accept_loop(shared.clone(), listener, stop_rx));
         tracing::info!(addr = %addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");

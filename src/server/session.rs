@@ -6,11 +6,13 @@
 //!
 //! Submodules hold the session's other modes: [`pubsub`] (subscribed connections receive
 //! the messages the local state machine applies), [`txn`] (MULTI queueing, WATCH) and
-//! [`blocking`] (BLPOP and EXEC, which wait for replies inline).
+//! [`blocking`] (BLPOP and EXEC, which wait for replies inline). [`stats`] counts what INFO
+//! reports about commands, errors and traffic.
 
 mod blocking;
 mod lockwait;
 mod pubsub;
+pub mod stats;
 mod txn;
 
 use std::sync::atomic::Ordering;
@@ -47,6 +49,10 @@ pub struct Session {
     pubsub: pubsub::PubSub,
     txn: txn::Txn,
     stop: watch::Receiver<bool>,
+    /// This connection's command and error counts, merged into the server's once per batch.
+    counts: stats::Local,
+    /// How the command being handled is counted ([`Session::handle`] sets it).
+    outcome: stats::Outcome,
 }
 
 enum Slot {
@@ -101,6 +107,8 @@ pub async fn serve(
             pubsub: pubsub::PubSub::default(),
             txn: txn::Txn::default(),
             stop: stop.clone(),
+            counts: stats::Local::default(),
+            outcome: stats::Outcome::Called,
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -123,8 +131,11 @@ impl Session {
             let mut requests = Vec::new();
             let mut fatal = None;
             let mut capped = false;
+            // Before authentication, one request at a time: an AUTH lifts the tighter limits
+            // for the very next request, as in Redis, which parses after executing.
+            let most = if self.authed { 1024 } else { 1 };
             loop {
-                match parse_request(&mut buf, &limits) {
+                match parse_request(&mut buf, &limits, self.authed) {
                     Ok(Some(argv)) if argv.is_empty() => continue,
                     Ok(Some(argv)) => requests.push(argv),
                     Ok(None) => break,
@@ -133,16 +144,12 @@ impl Session {
                         break;
                     }
                 }
-                if requests.len() >= 1024 {
+                if requests.len() >= most {
                     capped = true;
                     break;
                 }
             }
             if !requests.is_empty() {
-                self.shared
-                    .stats
-                    .commands
-                    .fetch_add(requests.len() as u64, Ordering::Relaxed);
                 // CLIENT LIST's cmd/idle fields: one registry update per batch, not per command.
                 if let Some(last) = requests.last() {
                     let cmd = String::from_utf8_lossy(&last[0]).to_lowercase();
@@ -158,17 +165,21 @@ impl Session {
                     }
                 }
                 self.finish_slots(stream).await?;
-                stream.write_all(&self.out).await?;
-                self.out.clear();
+                self.flush(stream).await?;
                 if self.quit {
                     return Ok(());
                 }
             }
             if let Some(e) = fatal {
                 tracing::debug!(error = %e, "protocol error");
-                let mut out = BytesMut::new();
-                Reply::err(format!("ERR {e}")).encode(self.proto, &mut out);
-                stream.write_all(&out).await?;
+                // Redis answers malformed input, and closes without a word at the query
+                // buffer limit.
+                if let Some(text) = e.reply_text() {
+                    self.counts.error(&text);
+                    self.counts.merge_into(&self.shared.stats.calls);
+                    Reply::err(text).encode(self.proto, &mut self.out);
+                    self.flush(stream).await?;
+                }
                 return Ok(());
             }
             if capped {
@@ -176,26 +187,60 @@ impl Session {
             }
             tokio::select! {
                 n = stream.read_buf(&mut buf) => {
-                    if n? == 0 {
+                    let n = n?;
+                    if n == 0 {
                         return Ok(());
                     }
+                    self.shared.stats.traffic.input.fetch_add(n as u64, Ordering::Relaxed);
                 }
                 Some(event) = self.pubsub.next_event() => {
                     for msg in self.pubsub.messages(&event) {
                         msg.encode(self.proto, &mut self.out);
                     }
-                    if !self.out.is_empty() {
-                        stream.write_all(&self.out).await?;
-                        self.out.clear();
-                    }
+                    self.flush(stream).await?;
                 }
                 _ = stop.changed() => return Ok(()),
             }
         }
     }
 
-    /// Executes one request, queueing its reply slot in order.
+    /// Writes out the encoded replies, counting the bytes.
+    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        stream.write_all(&self.out).await?;
+        let n = self.out.len() as u64;
+        self.shared
+            .stats
+            .traffic
+            .output
+            .fetch_add(n, Ordering::Relaxed);
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Executes one request, queueing its reply slots in order, and registers it for the
+    /// command statistics, which count it once its replies are finished.
     async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
+        let start = std::time::Instant::now();
+        let name = match cmd::lookup(&String::from_utf8_lossy(&argv[0]).to_lowercase()) {
+            Some(spec) => stats::stat_name(spec.name, &argv),
+            None => String::new(),
+        };
+        self.outcome = if name.is_empty() {
+            stats::Outcome::Uncounted
+        } else {
+            stats::Outcome::Called
+        };
+        self.dispatch(argv, stream).await?;
+        self.counts
+            .begin(name, self.outcome, start, self.slots.len());
+        Ok(())
+    }
+
+    /// Executes one request (see [`Session::handle`]).
+    async fn dispatch(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
         let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
         let shared = self.shared.clone();
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
@@ -205,7 +250,14 @@ impl Session {
             }
             other => other,
         };
+        if resolved.is_err() {
+            self.reject();
+        }
         if self.txn.active() && !blocking::runs_inside_multi(&name) {
+            if resolved.is_ok() {
+                // Counted when EXEC runs it.
+                self.outcome = stats::Outcome::Uncounted;
+            }
             let reply = self.queue(resolved, argv);
             self.slots.push(Slot::Ready(reply));
             return Ok(());
@@ -214,6 +266,7 @@ impl Session {
             && self.proto == Protocol::Resp2
             && !pubsub::allowed_when_subscribed(&name)
         {
+            self.reject();
             let reply = resolved.and_then(|_| Err(pubsub::not_allowed(&name)));
             self.slots.push(Slot::Ready(reply.unwrap_or_else(|e| e)));
             return Ok(());
@@ -297,8 +350,16 @@ impl Session {
         Ok(())
     }
 
+    /// Counts the command being handled as rejected (a known command refused before it ran).
+    fn reject(&mut self) {
+        if self.outcome == stats::Outcome::Called {
+            self.outcome = stats::Outcome::Rejected;
+        }
+    }
+
     /// Waits for every queued reply and encodes them in order.
     async fn finish_slots(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        self.counts.close_done();
         for slot in std::mem::take(&mut self.slots) {
             let reply = match slot {
                 Slot::Ready(r) => r,
@@ -309,12 +370,13 @@ impl Session {
                     self.publish_count(reply, &channel)
                 }
             };
+            self.counts.reply(&reply);
             reply.encode(self.proto, &mut self.out);
             if self.out.len() >= OUT_FLUSH {
-                stream.write_all(&self.out).await?;
-                self.out.clear();
+                self.flush(stream).await?;
             }
         }
+        self.counts.merge_into(&self.shared.stats.calls);
         Ok(())
     }
 

@@ -19,6 +19,7 @@ mod differential;
 mod durability;
 mod golden;
 mod handshake;
+mod info_stats;
 mod layers;
 mod lock_queue;
 mod lock_scripts;

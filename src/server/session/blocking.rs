@@ -44,6 +44,7 @@ impl Session {
                 return e;
             }
         };
+        let name = super::stats::stat_name(spec.name, &argv);
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
             Ok(Request::Write(c)) => Queued::Cmd(self.shared.default_lock_delay(c)),
@@ -54,7 +55,7 @@ impl Session {
             }
             Ok(Request::Conn(c)) => Queued::Conn(c),
         };
-        self.txn.push(item)
+        self.txn.push(name, item)
     }
 
     /// MULTI, EXEC, DISCARD, WATCH, UNWATCH.
@@ -116,7 +117,7 @@ impl Session {
         }
         let cmds: Vec<Command> = queue
             .iter()
-            .filter_map(|q| match q {
+            .filter_map(|(_, q)| match q {
                 Queued::Cmd(c) => Some(c.clone()),
                 _ => None,
             })
@@ -138,8 +139,8 @@ impl Session {
             other => return other,
         };
         let mut out = Vec::with_capacity(queue.len());
-        for item in queue {
-            out.push(match item {
+        for (name, item) in queue {
+            let reply = match item {
                 Queued::Cmd(Command::Publish(p)) => {
                     let r = replies.next().unwrap_or(Reply::Nil);
                     self.publish_count(r, &p.channel)
@@ -147,7 +148,9 @@ impl Session {
                 Queued::Cmd(_) => replies.next().unwrap_or(Reply::Nil),
                 Queued::Conn(c) => self.conn(c),
                 Queued::Failed(e) => e,
-            });
+            };
+            self.counts.inner_call(name, &reply);
+            out.push(reply);
         }
         Reply::Array(out)
     }

@@ -22,8 +22,8 @@ pub type Watched = Vec<(Bytes, Option<u64>)>;
 /// MULTI/WATCH state.
 #[derive(Default)]
 pub struct Txn {
-    /// Some while inside MULTI.
-    pub queue: Option<Vec<Queued>>,
+    /// Some while inside MULTI: each item with the name INFO commandstats counts it under.
+    pub queue: Option<Vec<(String, Queued)>>,
     /// A command was rejected while queueing (unknown, wrong arity): EXEC aborts.
     pub dirty: bool,
     /// Watched keys with the version each had at WATCH (None: missing).
@@ -42,16 +42,16 @@ impl Txn {
     }
 
     /// Ends the transaction and forgets the watches (EXEC, DISCARD, RESET).
-    pub fn reset(&mut self) -> (Vec<Queued>, bool, Watched) {
+    pub fn reset(&mut self) -> (Vec<(String, Queued)>, bool, Watched) {
         let queue = self.queue.take().unwrap_or_default();
         let dirty = std::mem::take(&mut self.dirty);
         (queue, dirty, std::mem::take(&mut self.watched))
     }
 
-    /// Queues an item; the reply is `+QUEUED`.
-    pub fn push(&mut self, item: Queued) -> Reply {
+    /// Queues an item, counted as `name` when EXEC runs it; the reply is `+QUEUED`.
+    pub fn push(&mut self, name: String, item: Queued) -> Reply {
         if let Some(q) = &mut self.queue {
-            q.push(item);
+            q.push((name, item));
         }
         Reply::Simple("QUEUED".into())
     }
