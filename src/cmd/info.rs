@@ -56,6 +56,8 @@ pub struct InfoData {
     pub net_bytes: (u64, u64),
     /// Error replies sent.
     pub total_error_replies: u64,
+    /// Channels with a subscriber here, and distinct patterns subscribed to.
+    pub pubsub: (usize, usize),
     /// Per command (`client|setname` for a subcommand), sorted by name.
     pub commandstats: Vec<(String, CmdCounts)>,
     /// Error replies by their first word, sorted.
@@ -288,6 +290,8 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
             ("rejected_connections", d.rejected_connections.to_string()),
             ("expired_keys", d.expired_keys.to_string()),
             ("evicted_keys", "0".into()),
+            ("pubsub_channels", d.pubsub.0.to_string()),
+            ("pubsub_patterns", d.pubsub.1.to_string()),
             ("total_error_replies", d.total_error_replies.to_string()),
             ("raft_batches_proposed", d.batches_proposed.to_string()),
             ("raft_batched_commands", d.batched_commands.to_string()),

@@ -117,6 +117,17 @@ impl Clients {
             .sum()
     }
 
+    /// Channels with a subscriber on this node, and distinct patterns subscribed to
+    /// (INFO `pubsub_channels`, `pubsub_patterns`).
+    pub fn pubsub_counts(&self) -> (usize, usize) {
+        let Ok(m) = self.subs.lock() else {
+            return (0, 0);
+        };
+        let channels: BTreeSet<&Bytes> = m.values().flat_map(|s| &s.channels).collect();
+        let patterns: BTreeSet<&Bytes> = m.values().flat_map(|s| &s.patterns).collect();
+        (channels.len(), patterns.len())
+    }
+
     /// Updates a connection's record.
     pub fn update(&self, id: u64, f: impl FnOnce(&mut ClientInfo)) {
         if let Ok(mut m) = self.map.lock() {

@@ -225,6 +225,7 @@ impl Shared {
                 self.stats.traffic.output.load(Ordering::Relaxed),
             ),
             total_error_replies: self.stats.calls.error_replies(),
+            pubsub: self.clients.pubsub_counts(),
             commandstats: self.stats.calls.commands(),
             errorstats: self.stats.calls.errors(),
             cpu: cpu_times(),

@@ -170,6 +170,45 @@ fn section_lists_match_redis() {
     }
 }
 
+/// `pubsub_channels` and `pubsub_patterns` count this node's subscriptions as Redis does:
+/// channels with at least one subscriber, and distinct patterns.
+#[test]
+fn pubsub_counts_match_redis() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    for port in [redis.port(), pal.port()] {
+        let (mut a, mut b, mut observer) = (
+            Conn::connect(port),
+            Conn::connect(port),
+            Conn::connect(port),
+        );
+        a.send(&["SUBSCRIBE", "c1", "c2"]);
+        a.read_reply();
+        a.read_reply();
+        b.send(&["SUBSCRIBE", "c2", "c3"]);
+        b.read_reply();
+        b.read_reply();
+        b.send(&["PSUBSCRIBE", "p*", "q*"]);
+        b.read_reply();
+        b.read_reply();
+        a.send(&["PSUBSCRIBE", "p*"]);
+        a.read_reply();
+        let counts = |c: &mut Conn| {
+            let text = info_text(&c.c("INFO stats"), 2);
+            (
+                info_field(&text, "pubsub_channels"),
+                info_field(&text, "pubsub_patterns"),
+            )
+        };
+        let want = (Some("3".to_string()), Some("2".to_string()));
+        assert_eq!(counts(&mut observer), want, "port {port}");
+        drop(b);
+        wait_for(Duration::from_secs(5), "b's subscriptions to go", || {
+            (counts(&mut observer) == (Some("2".into()), Some("1".into()))).then_some(())
+        });
+    }
+}
+
 #[test]
 fn keyspace_matches_redis() {
     diff(

@@ -19,6 +19,10 @@ use crate::resp::Reply;
 /// Redis's ERROR_STATS_NUMBER: errorstats stops adding new prefixes after this many.
 const MAX_ERROR_PREFIXES: usize = 128;
 
+/// The most command names commandstats keeps (Redis has a fixed table; this bounds what
+/// unexpected subcommand names could add).
+const MAX_COMMAND_NAMES: usize = 1024;
+
 /// Redis's STATS_METRIC_SAMPLES: the instantaneous rates average this many samples.
 const SAMPLES: usize = 16;
 
@@ -200,11 +204,13 @@ impl CommandTable {
         };
         let t = &mut *t;
         for (name, c) in local.cmds.drain(..) {
+            let full = t.cmds.len() >= MAX_COMMAND_NAMES;
             match t.cmds.get_mut(&name) {
                 Some(have) => have.add(&c),
-                None => {
+                None if !full => {
                     t.cmds.insert(name, c);
                 }
+                None => {}
             }
         }
         for prefix in local.errors.drain(..) {
