@@ -30,7 +30,7 @@ use crate::fairness::{mean_of_role, Fairness};
 use crate::grant::{self, Check, Grant};
 use crate::stats::{self, RunStats};
 use crate::workload::Kind;
-use crate::{contention_table, progress, Args, Target};
+use crate::{chart, contention_table, progress, Args, Target};
 
 /// The contention workload's options (the rest are shared: --clients, --duration, --rounds).
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -506,6 +506,24 @@ pub async fn run(
                 results: &results,
             },
         )?;
+    }
+    if let Some(path) = &args.plot {
+        let one = clients.len() == 1 && args.rounds == 1 && targets.len() == 1;
+        let lines: Vec<chart::GrantLine> = results
+            .iter()
+            .map(|r| {
+                let name = if one {
+                    r.method.name().to_string()
+                } else {
+                    format!("{} {}c r{}", r.method.name(), r.clients, r.round)
+                };
+                (name, r.grants_per_client.clone())
+            })
+            .collect();
+        let on_leader: Vec<bool> = results.first().map_or_else(Vec::new, |r| {
+            r.client_roles.iter().map(|x| x == "leader").collect()
+        });
+        chart::save_grants(path, &lines, &on_leader, &args.title)?;
     }
     let bad: u64 = results
         .iter()
