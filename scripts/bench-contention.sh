@@ -15,8 +15,9 @@
 #                LOCK commands sent per cycle; replicated commands and log entries per cycle
 #                on the leader (INFO raft_applied_commands, raft_applied_entries); CPU ms of
 #                all nodes per 1,000 cycles; timeouts and errors
-#   fairness     grants per client: min, mean, max, coefficient of variation, Jain's index,
-#                and the mean of the clients on the leader and on followers
+#   fairness     grants per client: min, mean, max, coefficient of variation, Jain's index
+#                (over all clients, and the lowest among the 4 contenders of one key), and
+#                the mean of the clients on the leader and on followers
 #   correctness  every grant of the run, checked per key: tokens strictly increasing in grant
 #                order, no grant seen before the previous holder sent its release, no
 #                FENCEDSET refused. Any violation is printed, and the run fails.

@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::client::{is_error, Client};
-use crate::fairness::{mean_of_role, Fairness};
+use crate::fairness::{mean_of_role, worst_key_jain, Fairness};
 use crate::grant::{self, Check, Grant};
 use crate::stats::{self, RunStats};
 use crate::workload::Kind;
@@ -329,6 +329,9 @@ pub struct MethodResult {
     pub client_roles: Vec<String>,
     /// The spread of `grants_per_client`.
     pub fairness: Fairness,
+    /// The lowest Jain's index of the clients of one key, among the keys (see
+    /// [`worst_key_jain`]).
+    pub key_jain_min: Option<f64>,
     /// Mean grants of the clients on the leader.
     pub leader_mean: Option<f64>,
     /// Mean grants of the clients on followers.
@@ -403,6 +406,7 @@ async fn run_method(
             .collect(),
         client_roles: (0..clients).map(|i| role(i % members.len())).collect(),
         fairness: Fairness::default(),
+        key_jain_min: None,
         leader_mean: None,
         follower_mean: None,
         check: Check::default(),
@@ -426,6 +430,8 @@ async fn run_method(
         (hist.value_at_quantile(0.5), hist.value_at_quantile(0.99));
     r.acquire_max_us = hist.max();
     r.fairness = Fairness::of(&r.grants_per_client);
+    let keys: Vec<usize> = (0..clients).map(|i| i % opts.hot_keys.max(1)).collect();
+    r.key_jain_min = worst_key_jain(&r.grants_per_client, &keys);
     r.leader_mean = mean_of_role(&r.grants_per_client, &r.client_roles, "leader");
     r.follower_mean = mean_of_role(&r.grants_per_client, &r.client_roles, "follower");
     r.check = grant::check(&mut grants);

@@ -70,22 +70,24 @@ pub fn speed_table(rows: &[MethodResult]) -> String {
 }
 
 /// Grants per client in the timed window: min, mean, max, coefficient of variation, Jain's
-/// index, and the mean of the clients on the leader and on followers.
+/// index over all clients and among the contenders of the worst-shared key, and the mean of
+/// the clients on the leader and on followers.
 pub fn fairness_table(rows: &[MethodResult]) -> String {
     let mut out = format!(
-        "{HEAD} {:>7} {:>9} {:>7} {:>6} {:>6} {:>12} {:>14}\n",
-        "min", "mean", "max", "CV", "Jain", "leader mean", "follower mean"
+        "{HEAD} {:>7} {:>9} {:>7} {:>6} {:>6} {:>14} {:>12} {:>14}\n",
+        "min", "mean", "max", "CV", "Jain", "Jain worst key", "leader mean", "follower mean"
     );
     for r in rows {
         let f = &r.fairness;
         out.push_str(&format!(
-            "{} {:>7} {:>9.1} {:>7} {:>6} {:>6} {:>12} {:>14}\n",
+            "{} {:>7} {:>9.1} {:>7} {:>6} {:>6} {:>14} {:>12} {:>14}\n",
             head(r),
             f.min,
             f.mean,
             f.max,
             opt(f.cv, 2),
             opt(f.jain, 3),
+            opt(r.key_jain_min, 3),
             opt(r.leader_mean, 1),
             opt(r.follower_mean, 1)
         ));
@@ -178,6 +180,7 @@ mod tests {
             grants_per_client: grants,
             client_nodes: vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
             client_roles: vec!["leader".into(), "follower".into()],
+            key_jain_min: Some(0.8),
             leader_mean: Some(10.0),
             follower_mean: Some(30.0),
             check: Check::default(),
@@ -224,7 +227,7 @@ mod tests {
         // Grants 10 and 30: mean 20, CV 10/20, Jain 1600 / (2 * 1000).
         assert_eq!(
             words(lines[1]),
-            ["queue", "2", "1", "10", "20.0", "30", "0.50", "0.800", "10.0", "30.0"]
+            ["queue", "2", "1", "10", "20.0", "30", "0.50", "0.800", "0.800", "10.0", "30.0"]
         );
         assert_eq!(lines[1].len(), lines[0].len());
     }

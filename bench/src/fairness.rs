@@ -49,6 +49,23 @@ pub fn mean_of_role(grants: &[u64], roles: &[String], role: &str) -> Option<f64>
     (!mine.is_empty()).then(|| mine.iter().sum::<f64>() / mine.len() as f64)
 }
 
+/// The lowest Jain's index among the groups of clients that share a key (`keys[i]` is
+/// client i's key): how evenly the worst key was shared among its own contenders, apart from
+/// how busy each key was. None if no key had a grant.
+pub fn worst_key_jain(grants: &[u64], keys: &[usize]) -> Option<f64> {
+    let mut groups: Vec<Vec<u64>> = Vec::new();
+    for (&g, &k) in grants.iter().zip(keys) {
+        if groups.len() <= k {
+            groups.resize(k + 1, Vec::new());
+        }
+        groups[k].push(g);
+    }
+    groups
+        .iter()
+        .filter_map(|g| Fairness::of(g).jain)
+        .min_by(|a, b| a.total_cmp(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +109,16 @@ mod tests {
             }
         );
         assert_eq!(Fairness::of(&[]), Fairness::default());
+    }
+
+    #[test]
+    fn the_worst_key_is_judged_among_its_own_contenders() {
+        // Key 0 shared evenly (10, 10), key 1 not at all (0, 6); key 1's index is 1/2.
+        let keys = [0, 1, 0, 1];
+        assert!(close(worst_key_jain(&[10, 0, 10, 6], &keys), 0.5));
+        // Two keys, each even, but one busier than the other: every key is fair.
+        assert!(close(worst_key_jain(&[10, 3, 10, 3], &keys), 1.0));
+        assert_eq!(worst_key_jain(&[0, 0], &[0, 1]), None);
     }
 
     #[test]
