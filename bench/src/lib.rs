@@ -85,7 +85,8 @@ pub struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
-    /// Draw cycles/s and p99 against the client count into this PNG file.
+    /// Draw cycles/s and p99 against the client count into this PNG file (contention:
+    /// grants per client, one line per run of a method).
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
     /// Redraw --plot from the --json file of an earlier run, without running anything.
