@@ -20,7 +20,9 @@
 #                the mean of the clients on the leader and on followers
 #   correctness  every grant of the run, checked per key: tokens strictly increasing in grant
 #                order, no grant seen before the previous holder sent its release, no
-#                FENCEDSET refused. Any violation is printed, and the run fails.
+#                FENCEDSET refused while its lock was still held (lost = leases that ran
+#                out before the UNLOCK: 0 with the defaults). Any violation is printed, and
+#                the run fails.
 #
 # Options (defaults in brackets):
 #   --clients LIST       client counts [16]
