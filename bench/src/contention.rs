@@ -8,26 +8,24 @@
 //!
 //! Client `i` connects to member `i % members` (so some wait through followers) and contends
 //! for hot key `i % hot-keys`. A cycle is: acquire by the method, FENCEDSET a resource with
-//! the token, an optional hold, `UNLOCK key owner`, an optional pause. Only the waiting
-//! differs between the methods. Each method runs for a warm-up, then for the timed duration;
+//! the token, an optional hold, `UNLOCK key owner`, an optional pause (the loop is in
+//! [`crate::contender`]). Only the waiting differs between the methods. Each method runs for a warm-up, then for the timed duration;
 //! a cycle counts if it started after the warm-up and ended before the deadline. Every grant
 //! (also in the warm-up) goes into the token-order check of [`crate::grant`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use redis_protocol::resp2::types::OwnedFrame;
 use serde::Serialize;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{is_error, Client};
+use crate::contender::{Contender, Outcome};
 use crate::fairness::{mean_of_role, worst_key_jain, Fairness};
-use crate::grant::{self, Check, Grant};
+use crate::grant::{self, Check};
 use crate::stats::{self, RunStats};
 use crate::workload::Kind;
 use crate::{chart, contention_table, progress, Args, Target};
@@ -67,10 +65,11 @@ pub struct ContentionArgs {
 }
 
 /// A way of waiting for a lock.
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Method {
     /// Retry LOCK after a sleep.
+    #[default]
     Poll,
     /// LOCK ... WAIT: the server answers when granted.
     Queue,
@@ -99,199 +98,8 @@ pub fn parse_methods(s: &str) -> Result<Vec<Method>, String> {
         .collect()
 }
 
-/// Everything one client does in one run, from its connection to its last release.
-struct ClientSpec {
-    id: usize,
-    addr: String,
-    key: usize,
-    key_name: String,
-    method: Method,
-    opts: ContentionArgs,
-    /// When the run started (the zero of [`Grant`] times), the warm-up ended, and no new
-    /// cycle may start.
-    start: Instant,
-    measure_from: Instant,
-    deadline: Instant,
-    done: Arc<AtomicU64>,
-}
-
-/// What one client reports at the end of a run.
-struct ClientOutcome {
-    /// Acquire latency of the timed cycles, µs.
-    hist: Histogram<u64>,
-    /// Timed cycles (= this client's grants in the timed window).
-    cycles: u64,
-    /// LOCK commands sent in the timed cycles.
-    lock_commands: u64,
-    /// Acquires that ran out of wait (whole run).
-    timeouts: u64,
-    /// Error replies (whole run).
-    errors: u64,
-    /// FENCEDSETs refused with FENCED although the UNLOCK then released (whole run).
-    fenced: u64,
-    /// UNLOCKs that found the lock no longer held by this owner (whole run).
-    lost: u64,
-    /// Every grant, also in the warm-up and after the deadline.
-    grants: Vec<Grant>,
-}
-
-fn ns_since(start: Instant, t: Instant) -> u64 {
-    t.duration_since(start).as_nanos() as u64
-}
-
-impl ClientSpec {
-    /// Acquires the lock by the method; the token, or None after a timeout, an error, or
-    /// (poll) the deadline. Counts the LOCK commands sent into `sent`.
-    async fn acquire(
-        &self,
-        c: &mut Client,
-        owner: &str,
-        rng: &mut StdRng,
-        out: &mut ClientOutcome,
-        sent: &mut u64,
-    ) -> anyhow::Result<Option<u64>> {
-        let (key, lease) = (self.key_name.as_bytes(), self.opts.lease_ms.to_string());
-        let started = Instant::now();
-        loop {
-            *sent += 1;
-            let reply = match self.method {
-                Method::Poll => {
-                    c.call(&[b"LOCK", key, owner.as_bytes(), b"PX", lease.as_bytes()])
-                        .await?
-                }
-                Method::Queue => {
-                    let wait = self.opts.wait_ms.to_string();
-                    let argv: [&[u8]; 7] = [
-                        b"LOCK",
-                        key,
-                        owner.as_bytes(),
-                        b"PX",
-                        lease.as_bytes(),
-                        b"WAIT",
-                        wait.as_bytes(),
-                    ];
-                    c.call(&argv).await?
-                }
-            };
-            match reply {
-                OwnedFrame::Integer(t) => return Ok(Some(t as u64)),
-                OwnedFrame::Null if self.method == Method::Queue => {
-                    out.timeouts += 1;
-                    return Ok(None);
-                }
-                OwnedFrame::Null => {}
-                r if is_error(&r) => {
-                    out.errors += 1;
-                    // An election, say: back off instead of spinning on errors.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    if self.method == Method::Queue {
-                        return Ok(None);
-                    }
-                }
-                other => bail!("LOCK replied {other:?}"),
-            }
-            let now = Instant::now();
-            if now >= self.deadline {
-                return Ok(None);
-            }
-            if now >= started + Duration::from_millis(self.opts.wait_ms) {
-                out.timeouts += 1;
-                return Ok(None);
-            }
-            let jitter = rng.gen_range(0..=self.opts.retry_jitter_ms * 1000);
-            let nap = Duration::from_micros(self.opts.retry_ms * 1000 + jitter);
-            tokio::time::sleep(nap).await;
-        }
-    }
-
-    /// The client's loop: cycles until the deadline.
-    async fn run(self) -> anyhow::Result<ClientOutcome> {
-        let mut c = Client::connect(&self.addr)
-            .await
-            .with_context(|| format!("connecting to {}", self.addr))?;
-        let mut rng = StdRng::from_entropy();
-        let mut out = ClientOutcome {
-            hist: Histogram::new_with_bounds(1, 60_000_000, 3)?,
-            cycles: 0,
-            lock_commands: 0,
-            timeouts: 0,
-            errors: 0,
-            fenced: 0,
-            lost: 0,
-            grants: Vec::new(),
-        };
-        let resource = format!("res:{}", self.key_name);
-        let mut n = 0u64;
-        while Instant::now() < self.deadline {
-            n += 1;
-            let owner = format!("c{}-{n}", self.id);
-            let started = Instant::now();
-            let mut sent = 0;
-            let Some(token) = self
-                .acquire(&mut c, &owner, &mut rng, &mut out, &mut sent)
-                .await?
-            else {
-                continue;
-            };
-            let granted = Instant::now();
-            let t = token.to_string();
-            let write = c
-                .call(&[
-                    b"FENCEDSET",
-                    resource.as_bytes(),
-                    owner.as_bytes(),
-                    t.as_bytes(),
-                ])
-                .await?;
-            let fenced = matches!(&write, OwnedFrame::Error(e) if e.starts_with("FENCED"));
-            if is_error(&write) && !fenced {
-                out.errors += 1;
-            }
-            if self.opts.hold_ms > 0 {
-                tokio::time::sleep(Duration::from_millis(self.opts.hold_ms)).await;
-            }
-            let release = Instant::now();
-            let released = match c
-                .call(&[b"UNLOCK", self.key_name.as_bytes(), owner.as_bytes()])
-                .await?
-            {
-                OwnedFrame::Integer(1) => true,
-                OwnedFrame::Integer(_) => {
-                    out.lost += 1;
-                    false
-                }
-                r => {
-                    out.errors += is_error(&r) as u64;
-                    false
-                }
-            };
-            // A holder whose lease ran out is rightly fenced off by the next one; a holder
-            // that still held the lock at its UNLOCK must never be.
-            out.fenced += (fenced && released) as u64;
-            out.grants.push(Grant {
-                key: self.key,
-                client: self.id,
-                token,
-                granted_ns: ns_since(self.start, granted),
-                released_ns: released.then(|| ns_since(self.start, release)),
-            });
-            if started >= self.measure_from && Instant::now() <= self.deadline {
-                out.cycles += 1;
-                out.lock_commands += sent;
-                out.hist
-                    .saturating_record(granted.duration_since(started).as_micros() as u64);
-                self.done.fetch_add(1, Ordering::Relaxed);
-            }
-            if self.opts.pause_ms > 0 {
-                tokio::time::sleep(Duration::from_millis(self.opts.pause_ms)).await;
-            }
-        }
-        Ok(out)
-    }
-}
-
 /// One timed run of one method.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Clone, Debug, Default)]
 pub struct MethodResult {
     /// Target name.
     pub target: String,
@@ -346,100 +154,129 @@ pub struct MethodResult {
     pub server: RunStats,
 }
 
-/// Runs `method` with `clients` clients on `t`'s members. `run` numbers the runs, so that no
-/// two share keys (a leftover lease or waiter of one cannot slow the next).
+/// Which run of the workload: its method, client count, round (from 0) and number in the
+/// whole invocation.
+#[derive(Clone, Copy, Debug)]
+struct RunId {
+    method: Method,
+    clients: usize,
+    round: usize,
+    run: usize,
+}
+
+/// Starts `id.clients` contenders on `members` for one run (see [`Contender`]).
+fn start_contenders(
+    id: RunId,
+    members: &[String],
+    opts: &ContentionArgs,
+    (start, measure_from, deadline): (Instant, Instant, Instant),
+    done: &Arc<AtomicU64>,
+) -> Vec<JoinHandle<anyhow::Result<Outcome>>> {
+    (0..id.clients)
+        .map(|i| {
+            let key = i % opts.hot_keys.max(1);
+            let c = Contender {
+                id: i,
+                addr: members[i % members.len()].clone(),
+                key,
+                key_name: format!("contend:{}:{key}", id.run),
+                method: id.method,
+                opts: opts.clone(),
+                start,
+                measure_from,
+                deadline,
+                done: done.clone(),
+            };
+            tokio::spawn(c.run())
+        })
+        .collect()
+}
+
+/// Runs one method on `t`'s members: the contenders start, and the members' counters are
+/// read when the warm-up ends and at the deadline. `id.run` makes the keys unique to the run,
+/// so that no leftover lease or waiter of one run can slow the next.
 async fn run_method(
     t: &Target,
     args: &Args,
-    (method, clients, round, run): (Method, usize, usize, usize),
+    id: RunId,
     ticks: u64,
 ) -> anyhow::Result<MethodResult> {
-    let opts = &args.contention;
-    let members = &t.members;
+    let (opts, members) = (&args.contention, &t.members);
     let roles_now = stats::sample(members).await;
-    let role = |m: usize| roles_now[m].role.clone().unwrap_or_else(|| "?".into());
     let start = Instant::now();
     let measure_from = start + Duration::from_secs(opts.warmup);
     let deadline = measure_from + Duration::from_secs(args.duration);
     let done = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for id in 0..clients {
-        let key = id % opts.hot_keys.max(1);
-        let spec = ClientSpec {
-            id,
-            addr: members[id % members.len()].clone(),
-            key,
-            key_name: format!("contend:{run}:{key}"),
-            method,
-            opts: opts.clone(),
-            start,
-            measure_from,
-            deadline,
-            done: done.clone(),
-        };
-        tasks.push(tokio::spawn(spec.run()));
-    }
-    let label = format!("[{clients} clients, round {}] {}", round + 1, method.name());
-    let progress = progress::start(done.clone(), label, "cycles");
+    let tasks = start_contenders(id, members, opts, (start, measure_from, deadline), &done);
+    let label = format!(
+        "[{} clients, round {}] {}",
+        id.clients,
+        id.round + 1,
+        id.method.name()
+    );
+    let progress = progress::start(done, label, "cycles");
     tokio::time::sleep_until(measure_from).await;
     let before = stats::sample(members).await;
     tokio::time::sleep_until(deadline).await;
     let after = stats::sample(members).await;
-    let seconds = deadline.duration_since(measure_from).as_secs_f64();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut grants = Vec::new();
-    let mut r = MethodResult {
-        target: t.name.clone(),
-        method,
-        clients,
-        round: round + 1,
-        seconds,
-        cycles: 0,
-        cycles_per_sec: 0.0,
-        acquire_p50_us: 0,
-        acquire_p99_us: 0,
-        acquire_max_us: 0,
-        lock_commands: 0,
-        timeouts: 0,
-        errors: 0,
-        fenced: 0,
-        lost: 0,
-        grants_per_client: Vec::new(),
-        client_nodes: (0..clients)
-            .map(|i| members[i % members.len()].clone())
-            .collect(),
-        client_roles: (0..clients).map(|i| role(i % members.len())).collect(),
-        fairness: Fairness::default(),
-        key_jain_min: None,
-        leader_mean: None,
-        follower_mean: None,
-        check: Check::default(),
-        server: RunStats::between(members, &before, &after, ticks),
-    };
+    let mut outcomes = Vec::new();
     for task in tasks {
-        let o = task.await??;
-        hist.add(&o.hist)?;
-        r.cycles += o.cycles;
-        r.lock_commands += o.lock_commands;
-        r.timeouts += o.timeouts;
-        r.errors += o.errors;
-        r.fenced += o.fenced;
-        r.lost += o.lost;
-        r.grants_per_client.push(o.cycles);
-        grants.extend(o.grants);
+        outcomes.push(task.await??);
     }
     drop(progress);
-    r.cycles_per_sec = r.cycles as f64 / seconds.max(1e-9);
-    (r.acquire_p50_us, r.acquire_p99_us) =
-        (hist.value_at_quantile(0.5), hist.value_at_quantile(0.99));
-    r.acquire_max_us = hist.max();
-    r.fairness = Fairness::of(&r.grants_per_client);
-    let keys: Vec<usize> = (0..clients).map(|i| i % opts.hot_keys.max(1)).collect();
-    r.key_jain_min = worst_key_jain(&r.grants_per_client, &keys);
-    r.leader_mean = mean_of_role(&r.grants_per_client, &r.client_roles, "leader");
-    r.follower_mean = mean_of_role(&r.grants_per_client, &r.client_roles, "follower");
-    r.check = grant::check(&mut grants);
+    let mut r = MethodResult {
+        target: t.name.clone(),
+        method: id.method,
+        clients: id.clients,
+        round: id.round + 1,
+        seconds: deadline.duration_since(measure_from).as_secs_f64(),
+        client_nodes: (0..id.clients)
+            .map(|i| members[i % members.len()].clone())
+            .collect(),
+        client_roles: (0..id.clients)
+            .map(|i| {
+                roles_now[i % members.len()]
+                    .role
+                    .clone()
+                    .unwrap_or_else(|| "?".into())
+            })
+            .collect(),
+        server: RunStats::between(members, &before, &after, ticks),
+        ..MethodResult::default()
+    };
+    r.tally(outcomes, opts.hot_keys)?;
     Ok(r)
+}
+
+impl MethodResult {
+    /// Adds up the contenders' `outcomes` (in client order) and works out the figures.
+    fn tally(&mut self, outcomes: Vec<Outcome>, hot_keys: usize) -> anyhow::Result<()> {
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+        let mut grants = Vec::new();
+        for o in outcomes {
+            hist.add(&o.hist)?;
+            self.cycles += o.cycles;
+            self.lock_commands += o.lock_commands;
+            self.timeouts += o.timeouts;
+            self.errors += o.errors;
+            self.fenced += o.fenced;
+            self.lost += o.lost;
+            self.grants_per_client.push(o.cycles);
+            grants.extend(o.grants);
+        }
+        self.cycles_per_sec = self.cycles as f64 / self.seconds.max(1e-9);
+        self.acquire_p50_us = hist.value_at_quantile(0.5);
+        self.acquire_p99_us = hist.value_at_quantile(0.99);
+        self.acquire_max_us = hist.max();
+        let per_client = &self.grants_per_client;
+        self.fairness = Fairness::of(per_client);
+        let keys: Vec<usize> = (0..per_client.len()).map(|i| i % hot_keys.max(1)).collect();
+        self.key_jain_min = worst_key_jain(per_client, &keys);
+        self.leader_mean = mean_of_role(per_client, &self.client_roles, "leader");
+        self.follower_mean = mean_of_role(per_client, &self.client_roles, "follower");
+        self.check = grant::check(&mut grants);
+        Ok(())
+    }
 }
 
 /// Everything --json writes for the contention workload.
@@ -487,7 +324,13 @@ pub async fn run(
         for &n in clients {
             for round in 0..args.rounds {
                 for &m in &methods {
-                    let r = run_method(t, args, (m, n, round, run), ticks)
+                    let id = RunId {
+                        method: m,
+                        clients: n,
+                        round,
+                        run,
+                    };
+                    let r = run_method(t, args, id, ticks)
                         .await
                         .with_context(|| format!("target {}, method {}", t.name, m.name()))?;
                     run += 1;

@@ -23,6 +23,7 @@
 
 pub mod chart;
 mod client;
+mod contender;
 mod contention;
 mod contention_table;
 mod etcd;
