@@ -380,7 +380,7 @@ pub async fn run(
     }
     let bad: u64 = results
         .iter()
-        .map(|r| r.check.token_violations + r.check.overlaps + r.fenced)
+        .map(|r| r.check.token_violations + r.check.overlaps + r.check.shared_tokens + r.fenced)
         .sum();
     if bad > 0 {
         bail!("{bad} correctness violation(s); see above");

@@ -95,21 +95,23 @@ pub fn fairness_table(rows: &[MethodResult]) -> String {
     out
 }
 
-/// Per run: grants checked, tokens that did not increase, overlapping holders, FENCEDSETs
-/// refused, releases that found the lease gone; then the first violations themselves.
+/// Per run: grants checked, tokens that did not increase, overlapping holders, tokens
+/// granted on two keys, FENCEDSETs refused while held, releases that found the lease gone;
+/// then the first violations themselves.
 pub fn correctness_table(rows: &[MethodResult]) -> String {
     let mut out = format!(
-        "{HEAD} {:>8} {:>13} {:>9} {:>7} {:>5}\n",
-        "grants", "token order", "overlaps", "fenced", "lost"
+        "{HEAD} {:>8} {:>13} {:>9} {:>13} {:>7} {:>5}\n",
+        "grants", "token order", "overlaps", "shared tokens", "fenced", "lost"
     );
     for r in rows {
         let c = &r.check;
         out.push_str(&format!(
-            "{} {:>8} {:>13} {:>9} {:>7} {:>5}\n",
+            "{} {:>8} {:>13} {:>9} {:>13} {:>7} {:>5}\n",
             head(r),
             c.grants,
             c.token_violations,
             c.overlaps,
+            c.shared_tokens,
             r.fenced,
             r.lost
         ));
@@ -119,6 +121,7 @@ pub fn correctness_table(rows: &[MethodResult]) -> String {
             let what = match v.problem {
                 Problem::TokenNotIncreasing => "token not above the previous grant's",
                 Problem::Overlap => "granted before the previous holder released",
+                Problem::SharedToken => "the same token as a grant on another key",
             };
             out.push_str(&format!(
                 "VIOLATION {} round {} key {}: client {} token {} at {} ns: {what} (client {} token {} at {} ns, released at {})\n",
@@ -246,6 +249,7 @@ mod tests {
             grants: 2,
             token_violations: 1,
             overlaps: 0,
+            shared_tokens: 0,
             first: vec![Violation {
                 problem: Problem::TokenNotIncreasing,
                 previous: g(0, 7, 100),
@@ -254,7 +258,10 @@ mod tests {
         };
         let text = correctness_table(&[r]);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(words(lines[1]), ["poll", "2", "1", "2", "1", "0", "0", "0"]);
+        assert_eq!(
+            words(lines[1]),
+            ["poll", "2", "1", "2", "1", "0", "0", "0", "0"]
+        );
         assert!(
             lines[2].starts_with("VIOLATION poll round 1 key 0: client 1 token 7"),
             "{text}"

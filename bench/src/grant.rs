@@ -5,7 +5,8 @@
 //! A held key K before client B, A's grant reply arrived before A sent its release, and B's
 //! grant (hence B's reply) came after that release was applied. Sorted by the time the grant
 //! replies arrived, a key's grants must therefore show strictly increasing tokens, and each
-//! grant must arrive after the previous holder sent its release.
+//! grant must arrive after the previous holder sent its release. And as every command gets
+//! its own revision, no token may be granted on two keys.
 
 use serde::Serialize;
 
@@ -33,6 +34,9 @@ pub enum Problem {
     TokenNotIncreasing,
     /// It arrived before the previous holder had sent its release: two holders at once.
     Overlap,
+    /// Another key was granted with the same token. Every command gets its own revision, and
+    /// a grant's token is one, so tokens are unique across keys too.
+    SharedToken,
 }
 
 /// A grant that breaks the rules, with the grant before it on the same key.
@@ -55,6 +59,8 @@ pub struct Check {
     pub token_violations: u64,
     /// Grants that arrived before the previous holder of the key sent its release.
     pub overlaps: u64,
+    /// Grants whose token another key's grant had too.
+    pub shared_tokens: u64,
     /// The first few violations, for the report.
     pub first: Vec<Violation>,
 }
@@ -62,8 +68,35 @@ pub struct Check {
 /// How many violations [`Check::first`] keeps.
 const KEEP: usize = 10;
 
-/// Checks `grants` (of all keys and clients, in any order; sorted in place).
+/// Checks `grants` (of all keys and clients, in any order; sorted in place): the order on
+/// each key, and that no token was granted on two keys.
 pub fn check(grants: &mut [Grant]) -> Check {
+    let mut out = check_order(grants);
+    grants.sort_by_key(|g| (g.token, g.key, g.granted_ns));
+    for pair in grants.windows(2) {
+        let (previous, grant) = (pair[0], pair[1]);
+        if previous.token == grant.token && previous.key != grant.key {
+            out.shared_tokens += 1;
+            out.keep(Problem::SharedToken, previous, grant);
+        }
+    }
+    out
+}
+
+impl Check {
+    fn keep(&mut self, problem: Problem, previous: Grant, grant: Grant) {
+        if self.first.len() < KEEP {
+            self.first.push(Violation {
+                problem,
+                previous,
+                grant,
+            });
+        }
+    }
+}
+
+/// The order of each key's grants (sorts `grants` by key and time).
+fn check_order(grants: &mut [Grant]) -> Check {
     grants.sort_by_key(|g| (g.key, g.granted_ns, g.client));
     let mut out = Check {
         grants: grants.len(),
@@ -74,23 +107,13 @@ pub fn check(grants: &mut [Grant]) -> Check {
         if previous.key != grant.key {
             continue;
         }
-        let mut found = Vec::new();
         if grant.token <= previous.token {
             out.token_violations += 1;
-            found.push(Problem::TokenNotIncreasing);
+            out.keep(Problem::TokenNotIncreasing, previous, grant);
         }
         if previous.released_ns.is_some_and(|r| grant.granted_ns < r) {
             out.overlaps += 1;
-            found.push(Problem::Overlap);
-        }
-        for problem in found {
-            if out.first.len() < KEEP {
-                out.first.push(Violation {
-                    problem,
-                    previous,
-                    grant,
-                });
-            }
+            out.keep(Problem::Overlap, previous, grant);
         }
     }
     out
@@ -117,7 +140,7 @@ mod tests {
             g(0, 1, 10, 100, 150),
             g(0, 2, 11, 200, 260),
             g(1, 4, 7, 50, 90),
-            // Key 1's tokens are not above key 0's: only order within a key counts.
+            // The keys' tokens interleave: only the order within a key counts.
             g(0, 1, 40, 270, 280),
         ];
         let c = check(&mut grants);
@@ -128,7 +151,6 @@ mod tests {
                 ..Check::default()
             }
         );
-        assert_eq!(grants[0], g(0, 1, 10, 100, 150), "sorted by key, then time");
     }
 
     #[test]
@@ -163,6 +185,19 @@ mod tests {
             g(0, 2, 11, 200, 400),
         ];
         assert_eq!(check(&mut grants).overlaps, 0);
+    }
+
+    #[test]
+    fn a_token_granted_on_two_keys_is_counted() {
+        let mut grants = vec![
+            g(0, 1, 10, 100, 150),
+            g(1, 2, 10, 120, 130),
+            g(1, 3, 11, 200, 250),
+        ];
+        let c = check(&mut grants);
+        assert_eq!((c.token_violations, c.overlaps, c.shared_tokens), (0, 0, 1));
+        assert_eq!(c.first[0].problem, Problem::SharedToken);
+        assert_eq!((c.first[0].previous.key, c.first[0].grant.key), (0, 1));
     }
 
     #[test]
