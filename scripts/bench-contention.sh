@@ -19,7 +19,8 @@
 #                (over all clients, and the lowest among the 4 contenders of one key), and
 #                the mean of the clients on the leader and on followers
 #   correctness  every grant of the run: on each key, tokens strictly increasing in grant
-#                order and no grant seen before the previous holder sent its release; no
+#                order (a late reply to a holder whose lease expired aside) and no grant
+#                seen before the previous holder sent its release; no
 #                token granted on two keys; no FENCEDSET refused while its lock was still
 #                held (lost = leases that ran out before the UNLOCK: 0 with the defaults).
 #                Any violation is printed, and the run fails.

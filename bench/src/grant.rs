@@ -2,11 +2,13 @@
 //! when the grant reply arrived, when the release was sent), and what their order says.
 //!
 //! All times come from one monotonic clock in one process. A lock is exclusive, so if client
-//! A held key K before client B, A's grant reply arrived before A sent its release, and B's
-//! grant (hence B's reply) came after that release was applied. Sorted by the time the grant
-//! replies arrived, a key's grants must therefore show strictly increasing tokens, and each
-//! grant must arrive after the previous holder sent its release. And as every command gets
-//! its own revision, no token may be granted on two keys.
+//! A held key K before client B and released it with UNLOCK, A's grant reply arrived before
+//! A sent its release, and B's grant (hence B's reply) came after that release was applied.
+//! Sorted by the time the grant replies arrived, a key's grants must therefore show rising
+//! tokens, and each grant must arrive after the previous holder sent its release. A lease
+//! that *expired* proves less: the next grant needs no release, so a slow reply to the
+//! expired holder may arrive after the next holder's, with the lower token; such a pair is not
+//! counted. And as every command gets its own revision, no token may be granted on two keys.
 
 use serde::Serialize;
 
@@ -107,11 +109,16 @@ fn check_order(grants: &mut [Grant]) -> Check {
         if previous.key != grant.key {
             continue;
         }
-        if grant.token <= previous.token {
+        // A lower token seen later was granted earlier: fine only if its lease ran out (its
+        // holder then had no release to send before the next grant). The same token twice is
+        // never fine: every cycle has its own owner.
+        let late = grant.token < previous.token && grant.released_ns.is_none();
+        if grant.token <= previous.token && !late {
             out.token_violations += 1;
             out.keep(Problem::TokenNotIncreasing, previous, grant);
         }
-        if previous.released_ns.is_some_and(|r| grant.granted_ns < r) {
+        let before_release = previous.released_ns.is_some_and(|r| grant.granted_ns < r);
+        if grant.token > previous.token && before_release {
             out.overlaps += 1;
             out.keep(Problem::Overlap, previous, grant);
         }
@@ -185,6 +192,30 @@ mod tests {
             g(0, 2, 11, 200, 400),
         ];
         assert_eq!(check(&mut grants).overlaps, 0);
+    }
+
+    #[test]
+    fn a_late_reply_to_a_holder_whose_lease_expired_is_no_violation() {
+        let expired = |client, token, at| Grant {
+            released_ns: None,
+            ..g(0, client, token, at, 0)
+        };
+        // Token 10's holder hears of its grant only after its lease ran out and token 11 went
+        // to the next client, who has already seen it.
+        let mut grants = vec![g(0, 2, 11, 100, 150), expired(1, 10, 120)];
+        assert_eq!(
+            check(&mut grants),
+            Check {
+                grants: 2,
+                ..Check::default()
+            }
+        );
+        // Had token 10's holder released it with UNLOCK, token 11 could not have come first.
+        let mut grants = vec![g(0, 2, 11, 100, 150), g(0, 1, 10, 120, 130)];
+        assert_eq!(check(&mut grants).token_violations, 1);
+        // The same token on one key twice is always wrong.
+        let mut grants = vec![g(0, 2, 11, 100, 150), expired(1, 11, 120)];
+        assert_eq!(check(&mut grants).token_violations, 1);
     }
 
     #[test]
