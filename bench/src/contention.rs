@@ -402,4 +402,28 @@ mod tests {
         assert!(parse_methods("poll,spin").is_err());
         assert!(parse_methods("").is_err());
     }
+
+    #[test]
+    fn the_options_parse_with_their_defaults() {
+        use clap::Parser;
+        let base = [
+            "palisade-bench",
+            "--target",
+            "p=palisade@127.0.0.1:1",
+            "--workload",
+            "contention",
+        ];
+        let args = Args::try_parse_from(base).unwrap();
+        let o = &args.contention;
+        assert_eq!(
+            (o.methods.as_str(), o.hot_keys, o.warmup),
+            ("poll,queue", 4, 2)
+        );
+        assert_eq!((o.retry_ms, o.retry_jitter_ms, o.wait_ms), (5, 5, 5000));
+        assert_eq!((o.lease_ms, o.hold_ms, o.pause_ms), (10_000, 0, 0));
+        let more = ["--methods", "queue", "--retry-ms", "7", "--hold-ms", "1"];
+        let args = Args::try_parse_from(base.into_iter().chain(more)).unwrap();
+        let o = &args.contention;
+        assert_eq!((o.methods.as_str(), o.retry_ms, o.hold_ms), ("queue", 7, 1));
+    }
 }
