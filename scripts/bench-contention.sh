@@ -34,7 +34,7 @@
 #   --hot-keys N         keys the clients share [4]
 #   --retry-ms MS        poll: sleep after a refused LOCK [5]
 #   --retry-jitter-ms MS poll: up to this much more, uniformly random [5]
-#   --wait-ms MS         queue: WAIT ms; poll: give up after this long [5000]
+#   --wait-ms MS         queue: WAIT ms; poll: give up after this long; 0 = never [5000]
 #   --lease-ms MS        PX of every lock [10000]
 #   --hold-ms MS         hold the lock this long after the FENCEDSET [0]
 #   --pause-ms MS        between a release and the client's next acquire [0]

@@ -119,7 +119,8 @@ impl Contender {
             if now >= self.deadline {
                 return Ok(None);
             }
-            if now >= started + Duration::from_millis(self.opts.wait_ms) {
+            let wait = self.opts.wait_ms;
+            if wait > 0 && now >= started + Duration::from_millis(wait) {
                 out.timeouts += 1;
                 return Ok(None);
             }

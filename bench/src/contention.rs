@@ -50,7 +50,8 @@ pub struct ContentionArgs {
     #[arg(long, default_value_t = 5)]
     pub retry_jitter_ms: u64,
     /// contention: how long one acquire may wait, in ms: queue's `WAIT ms`, and the time
-    /// after which poll gives up and starts a new cycle. Both count as a timeout.
+    /// after which poll gives up and starts a new cycle. Both count as a timeout. 0: wait
+    /// for ever (`WAIT 0`), up to the deadline for poll.
     #[arg(long, default_value_t = 5000)]
     pub wait_ms: u64,
     /// contention: the lease (PX) of every lock, in ms.
