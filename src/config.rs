@@ -72,6 +72,10 @@ pub struct Settings {
     /// Take a Raft snapshot after this many log entries.
     #[arg(long, default_value_t = 10_000)]
     pub snapshot_every: u64,
+    /// Lock-delay for LOCKs that give no DELAY, in ms: after such a lease expires (not
+    /// after UNLOCK), nobody is granted the key until this much cluster time has passed.
+    #[arg(long, default_value_t = 0)]
+    pub lock_delay_ms: u64,
     /// Log filter, e.g. `info` or `palisade=debug`.
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -180,6 +184,8 @@ pub struct Config {
     pub write_timeout_ms: u64,
     /// Snapshot interval in log entries.
     pub snapshot_every: u64,
+    /// Default lock-delay in ms (`--lock-delay-ms`).
+    pub lock_delay_ms: u64,
     /// Log filter.
     pub log_level: String,
     /// Wait to be added to an existing cluster instead of forming one.
@@ -241,6 +247,7 @@ impl Config {
             },
             write_timeout_ms: s.write_timeout_ms,
             snapshot_every: s.snapshot_every.max(1),
+            lock_delay_ms: s.lock_delay_ms,
             log_level: s.log_level,
             join: s.join,
             fault_injection: s.flag_only.enable_fault_injection,

@@ -25,9 +25,19 @@ impl Replicated for Evict {
         false
     }
 
-    /// Applies the eviction; replies with the number removed.
+    /// Applies the eviction; replies with the number removed. Each key's lock is then
+    /// settled: a lock that is now free goes to its first waiter, and a lock record whose
+    /// lock-delay has ended is dropped (the leader lists such keys too).
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        Reply::Int(self.keys.iter().filter(|k| ks.evict(k, ctx.now)).count() as i64)
+        let removed = self
+            .keys
+            .iter()
+            .filter(|k| ks.expire_lease(k, ctx.now))
+            .count();
+        for k in &self.keys {
+            ks.settle_lock(k, ctx.now, ctx.revision);
+        }
+        Reply::Int(removed as i64)
     }
 }
 

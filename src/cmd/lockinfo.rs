@@ -1,4 +1,5 @@
-//! `LOCKINFO key`: a map of owner, token and pttl (a flat array in RESP2), or nil.
+//! `LOCKINFO key`: a map of owner, token, pttl, waiters and delay (a flat array in RESP2),
+//! or nil when the lock is free with nobody waiting and no lock-delay running.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -32,20 +33,31 @@ impl Replicated for LockInfo {
         true
     }
 
-    /// Describes the current holder (WRONGTYPE for a hash or list: it is not a lock).
+    /// Describes the current holder, the queue length and the remaining lock-delay
+    /// (WRONGTYPE for a hash or list: it is not a lock). A free lock with waiters or a
+    /// lock-delay has a nil owner and token and a pttl of -2.
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        match ks.get(&self.key, now) {
+        let (waiters, delay) = ks.lock_queue(&self.key, now);
+        let (owner, token, pttl) = match ks.get(&self.key, now) {
             Some(e) => {
                 let Value::Str(owner) = &e.value else {
                     return Reply::err(super::WRONGTYPE);
                 };
-                Reply::Map(vec![
-                    (Reply::text("owner"), Reply::Bulk(owner.clone())),
-                    (Reply::text("token"), Reply::Int(e.token as i64)),
-                    (Reply::text("pttl"), Reply::Int(e.pttl(now))),
-                ])
+                (
+                    Reply::Bulk(owner.clone()),
+                    Reply::Int(e.token as i64),
+                    e.pttl(now),
+                )
             }
-            None => Reply::Nil,
-        }
+            None if waiters == 0 && delay == 0 => return Reply::Nil,
+            None => (Reply::Nil, Reply::Nil, -2),
+        };
+        Reply::Map(vec![
+            (Reply::text("owner"), owner),
+            (Reply::text("token"), token),
+            (Reply::text("pttl"), Reply::Int(pttl)),
+            (Reply::text("waiters"), Reply::Int(waiters as i64)),
+            (Reply::text("delay"), Reply::Int(delay as i64)),
+        ])
     }
 }

@@ -32,6 +32,7 @@ pub mod keys;
 pub mod list;
 pub mod lock;
 pub mod lockinfo;
+pub mod lockwait;
 pub mod multi;
 pub mod publish;
 pub mod raft;
@@ -68,7 +69,7 @@ registry::commands! {
     type_: [8 => Type(Type)],
     incr: [9 => IncrBy(IncrBy)],
     keys: [10 => Keys(Keys), 11 => Scan(Scan), 12 => DbSize(DbSize)],
-    lock: [13 => Lock(Lock)],
+    lock: [13 => Lock(Lock), 36 => Acquire(Acquire)],
     unlock: [14 => Unlock(Unlock)],
     renew: [15 => Renew(Renew)],
     lockinfo: [16 => LockInfo(LockInfo)],
@@ -76,6 +77,11 @@ registry::commands! {
     fencedget: [18 => FencedGet(FencedGet)],
     fencecheck: [19 => FenceCheck(FenceCheck)],
     evict: [20 => Evict(Evict), 21 => Tick(Tick)],
+    lockwait: [
+        37 => LockCancel(LockCancel),
+        38 => LockReleaseToken(LockReleaseToken),
+        39 => LockPurge(LockPurge),
+    ],
     hash: [22 => HSet(HSet), 23 => HDel(HDel), 24 => HIncrBy(HIncrBy), 25 => HRead(HRead)],
     list: [26 => Push(Push), 27 => Pop(Pop), 29 => LRead(LRead)],
     blpop: [28 => BPop(BPop)],

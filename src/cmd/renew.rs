@@ -8,7 +8,7 @@ use super::registry::flags::WRITE_FAST;
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
-use crate::state::{Keyspace, Value};
+use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("renew", 5, WRITE_FAST, ONE_KEY, parse)
@@ -41,17 +41,9 @@ impl Replicated for Renew {
 
     /// Extends the lease if `owner` still holds it.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        match ks.get(&self.key, ctx.now) {
-            Some(e) if e.value == Value::Str(self.owner.clone()) => {
-                let token = e.token;
-                ks.set_expire(
-                    &self.key,
-                    Some(ctx.now.saturating_add(self.ttl_ms)),
-                    ctx.now,
-                );
-                Reply::Int(token as i64)
-            }
-            _ => Reply::Nil,
+        match ks.lock_renew(&self.key, &self.owner, self.ttl_ms, ctx.now, ctx.revision) {
+            Some(token) => Reply::Int(token as i64),
+            None => Reply::Nil,
         }
     }
 }

@@ -7,7 +7,7 @@ use super::registry::flags::WRITE_FAST;
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
-use crate::state::{Keyspace, Value};
+use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("unlock", 3, WRITE_FAST, ONE_KEY, parse)
@@ -35,14 +35,9 @@ impl Replicated for Unlock {
         false
     }
 
-    /// Releases the lock if `owner` holds it.
+    /// Releases the lock if `owner` holds it, and grants it to the first waiter.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        match ks.get(&self.key, ctx.now) {
-            Some(e) if e.value == Value::Str(self.owner.clone()) => {
-                ks.remove(&self.key, ctx.now);
-                Reply::Int(1)
-            }
-            _ => Reply::Int(0),
-        }
+        let released = ks.lock_release(&self.key, &self.owner, ctx.now, ctx.revision);
+        Reply::Int(i64::from(released))
     }
 }

@@ -1,5 +1,5 @@
 //! Leader-only background work: propose eviction of expired keys (expiry is replicated, never
-//! local) and a tick entry about once a second while leases are live, which bounds how late
+//! local) and of locks whose queue or lock-delay is due and a tick entry about once a second while leases are live, which bounds how late
 //! cluster time can run after a failover (docs/time-and-leases.md).
 
 use openraft::async_runtime::watch::WatchReceiver;
@@ -56,10 +56,17 @@ fn next_entry(shared: &Shared, sweep: &mut Option<Bytes>) -> Option<Command> {
     }
     let st = shared.state.read().ok()?;
     let now = cluster_now(&shared.raft, &st, &shared.clock);
-    let (expired, next) = st
+    let (mut expired, next) = st
         .ks
         .expired_keys(now, sweep.as_ref(), EVICT_BATCH, SWEEP_SCAN);
     *sweep = next;
+    // Locks with waiters or a lock-delay are looked at every interval, not once per sweep
+    // of the whole keyspace: a free or expired one goes to its first waiter in this entry.
+    for key in st.ks.locks_due(now, EVICT_BATCH) {
+        if !expired.contains(&key) {
+            expired.push(key);
+        }
+    }
     if !expired.is_empty() {
         return Some(Command::Evict(Evict { keys: expired }));
     }

@@ -6,6 +6,7 @@ pub mod clients;
 pub mod errors;
 pub mod forward;
 pub mod housekeeping;
+pub mod lockwait;
 pub mod proposer;
 pub mod reader;
 pub mod session;
@@ -76,6 +77,38 @@ pub struct Shared {
     pub db: Arc<rocksdb::DB>,
     /// The log's sync counters (INFO) and test-only sync delay (RAFT.FAULT SYNCDELAY).
     pub sync: Arc<crate::store::log::SyncStats>,
+    /// This node's clients waiting in a lock queue.
+    pub waiters: lockwait::Waiters,
+}
+
+impl Shared {
+    /// A LOCK with the server's `--lock-delay-ms` where it gives no DELAY.
+    pub fn with_default_delay(
+        &self,
+        mut lock: crate::cmd::lock::Acquire,
+    ) -> crate::cmd::lock::Acquire {
+        lock.delay_ms = lock.delay_ms.or(Some(self.config.lock_delay_ms));
+        lock
+    }
+
+    /// A client's write with the server's default lock-delay applied to a LOCK (a no-op
+    /// for every other command, and while the default is 0).
+    pub fn default_lock_delay(&self, cmd: Command) -> Command {
+        match cmd {
+            Command::Lock(l) if self.config.lock_delay_ms > 0 => {
+                Command::Acquire(crate::cmd::lock::Acquire {
+                    key: l.key,
+                    owner: l.owner,
+                    ttl_ms: l.ttl_ms,
+                    wait_ms: None,
+                    delay_ms: Some(self.config.lock_delay_ms),
+                    waiter: None,
+                })
+            }
+            Command::Acquire(a) => Command::Acquire(self.with_default_delay(a)),
+            other => other,
+        }
+    }
 }
 
 /// Environment switch for openraft's `broadcast_submitted_on_append` (on unless this is "0");
@@ -257,8 +290,16 @@ impl Server {
             link,
             db: node.db.clone(),
             sync: node.sync.clone(),
+            waiters: lockwait::Waiters::new(config.node_id, clock.boot),
             config,
         });
+        // Subscribed before the first client connects, so that no grant to a waiter is missed.
+        let lock_events = shared
+            .state
+            .read()
+            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+            .events
+            .subscribe();
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let service = Service {
@@ -271,6 +312,7 @@ impl Server {
         };
         tasks.spawn(service.run(peer_listener, stop_rx.clone()));
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));
+        tasks.spawn(lockwait::run(shared.clone(), lock_events, stop_rx.clone()));
         tasks.spawn(accept_loop(shared.clone(), listener, stop_rx));
         tracing::info!(addr = %addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");
         Ok(Server {

@@ -9,6 +9,7 @@
 //! [`blocking`] (BLPOP and EXEC, which wait for replies inline).
 
 mod blocking;
+mod lockwait;
 mod pubsub;
 mod txn;
 
@@ -27,10 +28,8 @@ use super::errors::write_timeout;
 use super::Shared;
 use crate::cmd::client::ClientCmd;
 use crate::cmd::connection::Hello;
-use crate::cmd::lock::Lock;
 use crate::cmd::{self, Command, ConnCmd, Request};
 use crate::resp::{parse_request, Args, Protocol, Reply};
-use crate::state::Value;
 
 /// Flush replies to the socket once this much is buffered.
 const OUT_FLUSH: usize = 64 * 1024;
@@ -227,9 +226,10 @@ impl Session {
         let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
-            Ok(Request::Write(Command::Lock(lock))) if lock.wait_ms > 0 => {
+            Ok(Request::Write(Command::Acquire(lock))) if lock.wait_ms.is_some() => {
                 self.finish_slots(stream).await?;
-                let reply = self.lock_wait(lock).await;
+                let lock = self.shared.with_default_delay(lock);
+                let reply = self.lock_wait(lock, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Write(Command::BPop(pop))) => {
@@ -238,6 +238,7 @@ impl Session {
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Write(c)) => {
+                let c = self.shared.default_lock_delay(c);
                 if self.slots.iter().any(|s| matches!(s, Slot::Read(..))) {
                     self.finish_slots(stream).await?;
                 }
@@ -322,49 +323,6 @@ impl Session {
         match reply {
             Reply::Int(_) => Reply::Int(self.shared.clients.receivers(channel)),
             other => other,
-        }
-    }
-
-    /// LOCK ... WAIT ms: retries while another owner holds the lock, until the wait elapses.
-    /// While the lock is visibly held, it sleeps instead of writing to the log.
-    async fn lock_wait(&mut self, lock: Lock) -> Reply {
-        let until = Instant::now() + Duration::from_millis(lock.wait_ms);
-        let shared = self.shared.clone();
-        let mut blocked = None;
-        loop {
-            let held_for = self.held_by_other(&lock);
-            let now = Instant::now();
-            if held_for.is_none() {
-                let rx = self.shared.proposer.submit(Command::Lock(lock.clone()));
-                let deadline = now + Duration::from_millis(self.shared.config.write_timeout_ms);
-                let reply = match tokio::time::timeout_at(deadline, rx).await {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(_)) => {
-                        return Reply::err("TRYAGAIN write outcome unknown: the proposer stopped")
-                    }
-                    Err(_) => return write_timeout(),
-                };
-                if !matches!(reply, Reply::Nil) || Instant::now() >= until {
-                    return reply;
-                }
-            } else if now >= until {
-                return Reply::Nil;
-            }
-            // Waiting for another owner: blocked (CLIENT LIST `flags=b`) until it returns.
-            blocked.get_or_insert_with(|| shared.clients.block(self.id));
-            let nap = held_for.unwrap_or(5).clamp(1, 20);
-            tokio::time::sleep_until((now + Duration::from_millis(nap)).min(until)).await;
-        }
-    }
-
-    /// If another owner visibly holds the lock, its remaining ms.
-    fn held_by_other(&self, lock: &Lock) -> Option<u64> {
-        let st = self.shared.state.read().ok()?;
-        let now = super::reader::cluster_now(&self.shared.raft, &st, &self.shared.clock);
-        let e = st.ks.get(&lock.key, now)?;
-        match &e.value {
-            Value::Str(v) if *v == lock.owner => None,
-            _ => Some(e.pttl(now).max(1) as u64),
         }
     }
 

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::clock::ClusterClock;
+use super::locks::{lock_notifications, LockEventKind, LockMeta, WaiterId};
 use super::Error;
 
 /// A tree is rebuilt once it has grown by a quarter, and by at least this many keys, since
@@ -92,6 +93,8 @@ pub struct Changes<R> {
     pub scripts: Vec<(String, Option<Bytes>)>,
     /// The script instruction budget, if it changed.
     pub script_budget: Option<u64>,
+    /// Lock queues and delays to write (`Some`) or delete (`None`).
+    pub locks: Vec<(Bytes, Option<LockMeta>)>,
 }
 
 /// The whole replicated state machine data.
@@ -108,6 +111,9 @@ pub struct Keyspace {
     volatile: usize,
     dirty: BTreeSet<Bytes>,
     dirty_fences: BTreeSet<Bytes>,
+    /// Queues and lock-delays, only for the keys that have one ([`super::locks`]).
+    locks: BTreeMap<Bytes, LockMeta>,
+    dirty_locks: BTreeSet<Bytes>,
     /// Sizes at which `entries` and `fences` are next rebuilt with full nodes.
     compact_entries_at: usize,
     compact_fences_at: usize,
@@ -120,6 +126,7 @@ pub struct Keyspace {
 struct Journal {
     entries: BTreeMap<Bytes, Option<Entry>>,
     fences: BTreeMap<Bytes, Option<u64>>,
+    locks: BTreeMap<Bytes, Option<LockMeta>>,
     revision: u64,
     events: usize,
 }
@@ -137,6 +144,37 @@ pub enum Event {
     },
     /// A key was written (wakes clients blocked on it).
     Touched(Bytes),
+    /// A lock was granted, released, renewed or lost (keyspace notifications; a grant to a
+    /// waiter also names it, so that its node can answer it).
+    Lock {
+        /// What happened.
+        kind: LockEventKind,
+        /// The lock's key.
+        key: Bytes,
+        /// The lease's fencing token.
+        token: u64,
+        /// The lease's owner.
+        owner: Bytes,
+        /// The waiter granted the lock (grants from the queue only).
+        waiter: Option<WaiterId>,
+    },
+}
+
+impl Event {
+    /// The pub/sub messages the event stands for: (channel, message) pairs.
+    pub fn publications(&self) -> Vec<(Bytes, Bytes)> {
+        match self {
+            Event::Publish { channel, message } => vec![(channel.clone(), message.clone())],
+            Event::Touched(_) => Vec::new(),
+            Event::Lock {
+                kind,
+                key,
+                token,
+                owner,
+                ..
+            } => lock_notifications(*kind, key, *token, owner).to_vec(),
+        }
+    }
 }
 
 impl Keyspace {
@@ -430,17 +468,6 @@ impl Keyspace {
         (found, None)
     }
 
-    /// Removes `key` only if it has expired at `now` (eviction entries proposed by the leader).
-    pub fn evict(&mut self, key: &[u8], now: u64) -> bool {
-        match self.entries.get(key) {
-            Some(e) if !e.live(now) => {
-                self.remove(key, now);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Takes the keys and fences changed since the last call.
     pub fn take_changes<R>(&mut self, mut record: impl FnMut(&Entry) -> R) -> Changes<R> {
         let (scripts, script_budget) = self.scripts.take_changes();
@@ -454,11 +481,21 @@ impl Keyspace {
             let f = self.fence(&k);
             (k, f)
         });
+        let entries = entries.collect();
+        let fences = fences.collect();
+        let locks = std::mem::take(&mut self.dirty_locks)
+            .into_iter()
+            .map(|k| {
+                let m = self.locks.get(&k).cloned();
+                (k, m)
+            })
+            .collect();
         Changes {
-            entries: entries.collect(),
-            fences: fences.collect(),
+            entries,
+            fences,
             scripts,
             script_budget,
+            locks,
         }
     }
 
@@ -500,6 +537,13 @@ impl Keyspace {
             };
             self.dirty_fences.insert(key);
         }
+        for (key, old) in j.locks {
+            match old {
+                Some(m) => self.locks.insert(key.clone(), m),
+                None => self.locks.remove(&key),
+            };
+            self.dirty_locks.insert(key);
+        }
         self.revision = j.revision;
         self.events.truncate(j.events);
     }
@@ -528,7 +572,61 @@ impl Keyspace {
     pub fn clear_changes(&mut self) {
         self.dirty.clear();
         self.dirty_fences.clear();
+        self.dirty_locks.clear();
         self.scripts.take_changes();
+    }
+
+    /// The lock record (queue, lock-delay) of `key`, if it has one.
+    pub fn lock_meta(&self, key: &[u8]) -> Option<&LockMeta> {
+        self.locks.get(key)
+    }
+
+    /// The lock record of `key` for change, created empty if missing (journaled, and
+    /// written with the batch).
+    pub(super) fn lock_meta_mut(&mut self, key: &Bytes) -> &mut LockMeta {
+        if let Some(j) = &mut self.journal {
+            if !j.locks.contains_key(key) {
+                j.locks.insert(key.clone(), self.locks.get(key).cloned());
+            }
+        }
+        self.dirty_locks.insert(key.clone());
+        self.locks.entry(Bytes::copy_from_slice(key)).or_default()
+    }
+
+    /// Deletes the lock record of `key`.
+    pub(super) fn remove_lock_meta(&mut self, key: &Bytes) {
+        if let Some(j) = &mut self.journal {
+            if !j.locks.contains_key(key) {
+                j.locks.insert(key.clone(), self.locks.get(key).cloned());
+            }
+        }
+        if self.locks.remove(key).is_some() {
+            self.dirty_locks.insert(key.clone());
+        }
+    }
+
+    /// Every lock record (for snapshots and full rewrites).
+    pub fn lock_metas(&self) -> &BTreeMap<Bytes, LockMeta> {
+        &self.locks
+    }
+
+    /// Replaces the lock records (after loading a database or a snapshot).
+    pub fn set_lock_metas(&mut self, locks: BTreeMap<Bytes, LockMeta>) {
+        self.locks = locks;
+    }
+
+    /// Removes `key` if its deadline has passed at `now`, and returns the removed entry.
+    pub fn take_expired(&mut self, key: &[u8], now: u64) -> Option<Entry> {
+        if self.entries.get(key)?.live(now) {
+            return None;
+        }
+        if self.journal.is_some() {
+            self.note(&Bytes::copy_from_slice(key));
+        }
+        let (k, old) = self.entries.remove_entry(key)?;
+        self.volatile -= usize::from(old.expire_at.is_some());
+        self.dirty.insert(k);
+        Some(old)
     }
 
     /// Iterates all stored entries (for snapshots and full rewrites).
@@ -686,8 +784,8 @@ mod tests {
         assert_eq!(ks.expired_keys(10, None, 10, 100).0, vec![b("a")]);
         assert_eq!(ks.volatile_len(), 1);
         assert_eq!(ks.live_len(10), 1);
-        assert!(ks.evict(b"a", 10));
-        assert!(!ks.evict(b"b", 10));
+        assert!(ks.expire_lease(&b("a"), 10));
+        assert!(!ks.expire_lease(&b("b"), 10));
         assert_eq!(ks.volatile_len(), 0);
         assert!(ks.expired_keys(100, None, 10, 100).0.is_empty());
     }

@@ -6,11 +6,13 @@
 
 pub mod clock;
 pub mod keyspace;
+pub mod locks;
 pub mod pattern;
 pub mod scripts;
 
 pub use clock::ClusterClock;
 pub use keyspace::{Entry, Event, Hash, Keyspace, List, Value};
+pub use locks::{Acquire, Acquired, LockEventKind, LockMeta, Waiter, WaiterId};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
 
 /// Why an operation on the keyspace was refused.

@@ -10,6 +10,9 @@
 //! - `log`: u64 BE index -> postcard `Entry<TypeConfig>` (key order is log order).
 //! - `kv`: user key bytes -> postcard [`crate::state::Entry`].
 //! - `fence`: user key bytes -> u64 BE fence.
+//! - `lockq`: user key bytes -> postcard [`crate::state::LockMeta`] (a lock's queue of
+//!   waiters and lock-delay; only keys that have one). Added within format 2: a directory
+//!   of an older build opens with the family created empty, which is its exact state.
 //! - `script`: SHA1 hex of a cached script -> its body; plus the key `#budget` -> u64 BE,
 //!   the script instruction budget (`#` cannot start a hex SHA1).
 
@@ -40,10 +43,13 @@ pub const CF_KV: &str = "kv";
 pub const CF_FENCE: &str = "fence";
 /// The replicated script cache (and the script budget).
 pub const CF_SCRIPT: &str = "script";
+pub const CF_LOCK: &str = "lockq";
 /// The key of the script budget in [`CF_SCRIPT`].
 pub const K_SCRIPT_BUDGET: &[u8] = b"#budget";
 
 /// Meta keys.
+pub const ALL_CFS: [&str; 6] = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK];
+
 pub const K_FORMAT: &[u8] = b"format_version";
 /// The persisted node id.
 pub const K_NODE_ID: &[u8] = b"node_id";
@@ -127,7 +133,7 @@ pub fn open_db_with(dir: &Path, lose_unsynced_writes: bool) -> Result<DB> {
     opts.set_recycle_log_file_num(0);
     opts.set_max_total_wal_size(64 << 20);
     opts.set_max_background_jobs(2);
-    let cfs = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT].map(|n| {
+    let cfs = ALL_CFS.map(|n| {
         let mut o = Options::default();
         // A small hot keyspace: modest memtables keep RSS down (two per family at most).
         o.set_write_buffer_size(match n {
@@ -162,7 +168,7 @@ pub fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily> {
 /// What RocksDB reports it holds in memory (0 for a figure it does not report).
 pub fn memory_usage(db: &DB) -> DbMemory {
     let mut m = DbMemory::default();
-    for name in [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT] {
+    for name in ALL_CFS {
         let Some(h) = db.cf_handle(name) else {
             continue;
         };

@@ -11,7 +11,9 @@
 //! - u32 BE length of the header, then the postcard [`Header`];
 //! - records, each a tag byte: `1` = key/value (u32 BE key length, key, u32 BE value length,
 //!   value: the stored postcard [`crate::state::Entry`]), `2` = fence (u32 BE key length, key,
-//!   u64 BE fence), `0` = end.
+//!   u64 BE fence), `3` = lock queue (u32 BE key length, key, u32 BE value length, value:
+//!   the stored postcard [`crate::state::LockMeta`]), `0` = end. Format 3 added tag 3; a
+//!   format-2 image (no lock queues) is still read.
 
 use std::collections::BTreeMap;
 
@@ -21,16 +23,19 @@ use bytes::Bytes;
 use rocksdb::{IteratorMode, SnapshotWithThreadMode, DB};
 use serde::{Deserialize, Serialize};
 
-use super::schema::{cf, dec, enc, read_err, Result, CF_FENCE, CF_KV};
+use super::schema::{cf, dec, enc, read_err, Result, CF_FENCE, CF_KV, CF_LOCK};
 use crate::raft_types::{LogId, StoredMembership};
 use crate::state::{ClusterClock, Entry, Keyspace};
 
 /// The image format this build writes and reads.
-pub const IMAGE_FORMAT: u32 = 2;
+pub const IMAGE_FORMAT: u32 = 3;
+/// The oldest image format this build reads.
+const OLDEST_IMAGE_FORMAT: u32 = 2;
 
 const TAG_END: u8 = 0;
 const TAG_KV: u8 = 1;
 const TAG_FENCE: u8 = 2;
+const TAG_LOCK: u8 = 3;
 
 /// Everything in an image except the keys and fences.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +79,12 @@ pub fn encode(db: &DB, snap: &SnapshotWithThreadMode<'_, DB>, header: &Header) -
         out.push(TAG_FENCE);
         put_bytes(&mut out, &k)?;
         out.extend_from_slice(&v);
+    }
+    for item in snap.iterator_cf(cf(db, CF_LOCK)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(read_err)?;
+        out.push(TAG_LOCK);
+        put_bytes(&mut out, &k)?;
+        put_bytes(&mut out, &v)?;
     }
     out.push(TAG_END);
     Ok(out)
@@ -127,15 +138,16 @@ impl<'a> Reader<'a> {
 pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     let mut r = Reader { buf: data };
     let header: Header = dec(r.bytes()?)?;
-    if header.format != IMAGE_FORMAT {
+    if !(OLDEST_IMAGE_FORMAT..=IMAGE_FORMAT).contains(&header.format) {
         return Err(corrupt(&format!(
-            "format {} (this build reads {IMAGE_FORMAT})",
+            "format {} (this build reads {OLDEST_IMAGE_FORMAT} to {IMAGE_FORMAT})",
             header.format
         )));
     }
     // Keys arrive sorted (RocksDB order), so collecting builds full B-tree nodes.
     let mut entries: Vec<(Bytes, Entry)> = Vec::new();
     let mut fences: Vec<(Bytes, u64)> = Vec::new();
+    let mut locks = BTreeMap::new();
     loop {
         match r.u8()? {
             TAG_END => break,
@@ -147,6 +159,10 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
             TAG_FENCE => {
                 let k = Bytes::copy_from_slice(r.bytes()?);
                 fences.push((k, r.u64()?));
+            }
+            TAG_LOCK => {
+                let k = Bytes::copy_from_slice(r.bytes()?);
+                locks.insert(k, dec(r.bytes()?)?);
             }
             t => return Err(corrupt(&format!("unknown record tag {t}"))),
         }
@@ -161,6 +177,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
         header.clock,
     );
     ks.set_scripts(header.scripts.clone(), header.script_budget);
+    ks.set_lock_metas(locks);
     Ok((header, ks))
 }
 

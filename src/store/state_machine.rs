@@ -15,13 +15,14 @@ use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use super::schema::{
     cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, Result, CF_FENCE, CF_KV,
-    CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
+    CF_LOCK, CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
 };
 use super::snapshot::{self, Header, IMAGE_FORMAT};
 use crate::cmd::Ctx;
 use crate::raft_types::{
     Batch, BatchReply, Entry, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
 };
+use crate::resp::Reply;
 use crate::state::{Event, Keyspace};
 
 /// Most entries applied (and persisted in one WriteBatch) at a time: the ones openraft has
@@ -118,6 +119,12 @@ impl StateMachine {
         let mut ks = Keyspace::from_parts(entries, fences, meta.revision, meta.clock);
         let (scripts, budget) = load_scripts(&db)?;
         ks.set_scripts(scripts, budget);
+        let mut locks = BTreeMap::new();
+        for item in db.iterator_cf(cf(&db, CF_LOCK)?, IteratorMode::Start) {
+            let (k, v) = item.map_err(read_err)?;
+            locks.insert(Bytes::from(k.to_vec()), dec(&v)?);
+        }
+        ks.set_lock_metas(locks);
         let state = SmState {
             ks,
             last_applied: meta.last_applied,
@@ -169,6 +176,13 @@ impl StateMachine {
         if let Some(budget) = changes.script_budget {
             wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
         }
+        let locks = cf(&self.db, CF_LOCK)?;
+        for (k, m) in changes.locks {
+            match m {
+                Some(m) => wb.put_cf(locks, &k, enc(&m)?),
+                None => wb.delete_cf(locks, &k),
+            }
+        }
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
         // Not synced: the log entries are synced, and the single WAL orders this write after
         // them, so a crash can only lose a suffix that replaying the log restores.
@@ -183,8 +197,9 @@ impl StateMachine {
             cf(&self.db, CF_META)?,
         );
         let script = cf(&self.db, CF_SCRIPT)?;
+        let locks = cf(&self.db, CF_LOCK)?;
         let mut wb = WriteBatch::default();
-        for family in [kv, fence, script] {
+        for family in [kv, fence, script, locks] {
             for item in self.db.iterator_cf(family, IteratorMode::Start) {
                 let (k, _) = item.map_err(read_err)?;
                 wb.delete_cf(family, k);
@@ -198,6 +213,9 @@ impl StateMachine {
         }
         for (sha, body) in st.ks.scripts() {
             wb.put_cf(script, sha.as_bytes(), body);
+        }
+        for (k, m) in st.ks.lock_metas() {
+            wb.put_cf(locks, k, enc(m)?);
         }
         let budget = st.ks.script_budget_setting();
         wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
@@ -295,14 +313,11 @@ impl StateMachine {
                 EntryPayload::Normal(batch) => {
                     st.applied_entries += 1;
                     st.applied_commands += batch.cmds.len() as u64;
-                    let before = st.ks.stored_len();
                     let reply = apply_batch(&mut st.ks, entry.log_id.leader_id.term, &batch);
-                    if batch
-                        .cmds
-                        .iter()
-                        .any(|c| matches!(c, crate::cmd::Command::Evict(_)))
-                    {
-                        st.expired_total += before.saturating_sub(st.ks.stored_len()) as u64;
+                    for (cmd, r) in batch.cmds.iter().zip(&reply.0) {
+                        if let (crate::cmd::Command::Evict(_), Reply::Int(n)) = (cmd, r) {
+                            st.expired_total += *n as u64;
+                        }
                     }
                     replies.push(reply);
                 }

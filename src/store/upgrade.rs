@@ -174,7 +174,7 @@ mod tests {
 
     /// The database as it is, without the format check.
     fn raw(dir: &Path) -> DB {
-        let cfs = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT];
+        let cfs = DB::list_cf(&rocksdb::Options::default(), dir).unwrap();
         DB::open_cf(&rocksdb::Options::default(), dir, cfs).unwrap()
     }
 

@@ -11,15 +11,22 @@
 //! The fixture was generated once, from the code before commands had explicit tags, with
 //! `PALISADE_BLESS_GOLDEN=1 cargo test --release --test it golden`. Adding a command adds
 //! rows (bless, then check that only new rows appeared: `git diff` shows it); never edit one.
+//!
+//! One row's recipe was renamed, its bytes unchanged: `LOCK l owner PX 1000 WAIT 50` parsed
+//! to that `Lock` until WAIT became a queue (it now parses to an `Acquire`, a row of its own),
+//! so the old bytes are pinned as `@lock-wait-v1`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use bytes::Bytes;
 use palisade::cmd::evict::{Evict, Tick};
+use palisade::cmd::lock::{Acquire, Lock};
+use palisade::cmd::lockwait::{LockCancel, LockPurge, LockReleaseToken};
 use palisade::cmd::multi::{Exec, Versions};
 use palisade::cmd::{Command, Request};
 use palisade::raft::Batch;
+use palisade::state::WaiterId;
 
 /// Every recipe, in fixture order. Together they cover every command and every variant of
 /// the enums inside commands (TTL modes, reply forms, read ops, sources, subcommands).
@@ -47,7 +54,7 @@ const RECIPES: &[&str] = &[
     "SCAN 5 MATCH a* COUNT 20 TYPE string",
     "SCAN 0",
     "DBSIZE",
-    "LOCK l owner PX 1000 WAIT 50",
+    "@lock-wait-v1",
     "LOCK l owner PX 1000",
     "UNLOCK l owner",
     "RENEW l owner PX 2000",
@@ -91,6 +98,12 @@ const RECIPES: &[&str] = &[
     "SCRIPT BUDGET",
     "@exec",
     "@versions",
+    "LOCK l owner PX 1000 WAIT 50",
+    "LOCK l owner PX 1000 DELAY 20 WAIT 0",
+    "@acquire-waiter",
+    "@lock-cancel",
+    "@lock-release-token",
+    "@lock-purge",
 ];
 
 fn fixture() -> PathBuf {
@@ -108,6 +121,14 @@ fn parsed(line: &str) -> Command {
     }
 }
 
+fn waiter() -> WaiterId {
+    WaiterId {
+        node: 3,
+        boot: 0xabcd,
+        seq: 9,
+    }
+}
+
 /// The command a recipe stands for.
 fn command(recipe: &str) -> Command {
     match recipe {
@@ -115,6 +136,31 @@ fn command(recipe: &str) -> Command {
             keys: vec![b("a"), b("b")],
         }),
         "@tick" => Command::Tick(Tick),
+        // Before the lock queue, `LOCK l owner PX 1000 WAIT 50` parsed to this (the server
+        // retried it); entries that hold it still decode to it, and apply it without waiting.
+        "@lock-wait-v1" => Command::Lock(Lock {
+            key: b("l"),
+            owner: b("owner"),
+            ttl_ms: 1000,
+            wait_ms: 50,
+        }),
+        "@acquire-waiter" => Command::Acquire(Acquire {
+            key: b("l"),
+            owner: b("owner"),
+            ttl_ms: 1000,
+            wait_ms: Some(50),
+            delay_ms: Some(0),
+            waiter: Some(waiter()),
+        }),
+        "@lock-cancel" => Command::LockCancel(LockCancel {
+            key: b("l"),
+            waiter: waiter(),
+        }),
+        "@lock-release-token" => Command::LockReleaseToken(LockReleaseToken {
+            key: b("l"),
+            token: 300,
+        }),
+        "@lock-purge" => Command::LockPurge(LockPurge { node: 2, boot: 77 }),
         "@versions" => Command::Versions(Versions {
             keys: vec![b("a"), b("b")],
         }),

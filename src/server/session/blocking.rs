@@ -26,7 +26,7 @@ pub fn runs_inside_multi(name: &str) -> bool {
 }
 
 impl Session {
-    fn write_deadline(&self) -> Instant {
+    pub(super) fn write_deadline(&self) -> Instant {
         Instant::now() + Duration::from_millis(self.shared.config.write_timeout_ms)
     }
 
@@ -46,7 +46,8 @@ impl Session {
         };
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
-            Ok(Request::Write(c)) | Ok(Request::Read(c)) => Queued::Cmd(c),
+            Ok(Request::Write(c)) => Queued::Cmd(self.shared.default_lock_delay(c)),
+            Ok(Request::Read(c)) => Queued::Cmd(c),
             Ok(Request::Conn(ConnCmd::Sub(_))) | Ok(Request::Admin(_)) => {
                 self.txn.dirty = true;
                 return Reply::err("ERR Command not allowed inside a transaction");

@@ -138,25 +138,24 @@ impl PubSub {
     /// The messages an event produces for this connection: `message` for a subscribed
     /// channel, then one `pmessage` per matching pattern, as Redis orders them.
     pub fn messages(&self, event: &Event) -> Vec<Reply> {
-        let Event::Publish { channel, message } = event else {
-            return Vec::new();
-        };
         let mut out = Vec::new();
-        if self.subs.channels.contains(channel) {
-            out.push(Reply::Push(vec![
-                Reply::text("message"),
-                Reply::Bulk(channel.clone()),
-                Reply::Bulk(message.clone()),
-            ]));
-        }
-        for p in &self.subs.patterns {
-            if pattern::matches(p, channel) {
+        for (channel, message) in event.publications() {
+            if self.subs.channels.contains(&channel) {
                 out.push(Reply::Push(vec![
-                    Reply::text("pmessage"),
-                    Reply::Bulk(p.clone()),
+                    Reply::text("message"),
                     Reply::Bulk(channel.clone()),
                     Reply::Bulk(message.clone()),
                 ]));
+            }
+            for p in &self.subs.patterns {
+                if pattern::matches(p, &channel) {
+                    out.push(Reply::Push(vec![
+                        Reply::text("pmessage"),
+                        Reply::Bulk(p.clone()),
+                        Reply::Bulk(channel.clone()),
+                        Reply::Bulk(message.clone()),
+                    ]));
+                }
             }
         }
         out

@@ -1,0 +1,76 @@
+//! Internal entries of the lock queue, proposed by the node that serves a waiter, never sent
+//! by clients: a waiter leaves the queue (`LockCancel`), a grant that reached no client is
+//! released (`LockReleaseToken`), and a restarted node drops the waiters its previous process
+//! queued (`LockPurge`). See `state::locks`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::registry::{Replicated, Spec};
+use super::Ctx;
+use crate::resp::Reply;
+use crate::state::{Keyspace, WaiterId};
+
+/// No client can send these: they have no rows in the command table.
+pub static COMMANDS: &[Spec] = &[];
+
+/// Takes a waiter out of a key's queue (its wait timed out, or its client went away).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockCancel {
+    /// The lock's key.
+    pub key: Bytes,
+    /// The waiter.
+    pub waiter: WaiterId,
+}
+
+impl Replicated for LockCancel {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    /// 1 if the waiter was still queued, else 0.
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        Reply::Int(i64::from(ks.lock_cancel(&self.key, self.waiter, ctx.now)))
+    }
+}
+
+/// Releases the lease with this token: it was granted to a waiter whose client had gone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockReleaseToken {
+    /// The lock's key.
+    pub key: Bytes,
+    /// The token of the grant.
+    pub token: u64,
+}
+
+impl Replicated for LockReleaseToken {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    /// 1 if that lease was still held (and is now released), else 0.
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        let released = ks.lock_release_token(&self.key, self.token, ctx.now, ctx.revision);
+        Reply::Int(i64::from(released))
+    }
+}
+
+/// Drops the waiters a node's earlier processes queued (proposed by the node after a restart).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockPurge {
+    /// The node.
+    pub node: u64,
+    /// The boot id of its current process; waiters of any other boot id are dropped.
+    pub boot: u64,
+}
+
+impl Replicated for LockPurge {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    /// The number of waiters dropped.
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        Reply::Int(ks.lock_purge(self.node, self.boot, ctx.now) as i64)
+    }
+}
