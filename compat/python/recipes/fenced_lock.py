@@ -35,7 +35,7 @@ class FencedLock:
         self.owner = uuid.uuid4().hex  # unique to this holder
         self.token = None
         self._stop_renewal = threading.Event()
-        self._lost_once = threading.Lock()
+        self._ended = threading.Lock()  # taken once: by release or by the first sign of loss
 
     def acquire(self, wait_ms=0):
         """Blocks until granted (wait_ms=0: forever). Returns the token, or None after wait_ms."""
@@ -54,8 +54,9 @@ class FencedLock:
 
     def release(self):
         """Stops renewing and watching, then unlocks. True if the lock was still ours."""
+        self._ended.acquire(blocking=False)  # our own lock_released is not a loss
         self._stop_renewal.set()
-        self._events.stop()  # our own lock_released is not a loss
+        self._events.stop()
         return self.client.execute_command("UNLOCK", self.key, self.owner) == 1
 
     def _renew(self):
@@ -80,7 +81,7 @@ class FencedLock:
             self._lose(kind)
 
     def _lose(self, reason):
-        if self._lost_once.acquire(blocking=False):  # whichever path notices first
+        if self._ended.acquire(blocking=False):  # whichever path notices first
             self._stop_renewal.set()
             self._events.stop()
             self.on_lost(reason)
