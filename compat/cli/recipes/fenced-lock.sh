@@ -9,19 +9,20 @@
 # COMMAND runs, and unlocks when it exits. COMMAND sends the token with each write, e.g.
 # `redis-cli FENCEDSET res value "$FENCING_TOKEN"`, so a write after a loss gets -FENCED.
 # If the lock is lost first (a "lock_expired <token> <owner>" or "lock_released ..." event
-# for this owner on __keyspace@0__:KEY, or a RENEW that replies nil), ON_LOST runs, once,
-# with the reason in $LOST_REASON; by default it sends COMMAND SIGTERM.
+# for this owner on __keyspace@0__:KEY, a RENEW that replies nil, or a whole TTL without a
+# successful RENEW), ON_LOST runs, once, with the reason in $LOST_REASON; by default it sends
+# COMMAND SIGTERM.
 #
 # Environment: REDIS_HOST (127.0.0.1), REDIS_PORT (6379), ON_LOST, RENEW_MS (TTL_MS/3;
 # 0 turns renewal off, which compat/cli/test.sh uses to play a stalled holder).
-# Exit status: COMMAND's; 75 if WAIT_MS passed without a grant.
+# Exit status: COMMAND's; 75 if WAIT_MS passed without a grant. Needs bash 5 and redis-cli.
 set -uo pipefail
-[[ $# -ge 5 && $4 == -- ]] || { sed -n '5,17p' "$0" >&2; exit 64; }
+[[ $# -ge 5 && $4 == -- ]] || { sed -n '5,18p' "$0" >&2; exit 64; }
 KEY=$1 TTL_MS=$2 WAIT_MS=$3
 shift 4
 cli() { redis-cli -h "${REDIS_HOST:-127.0.0.1}" -p "${REDIS_PORT:-6379}" "$@"; }
 now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((t / 1000)); }
-OWNER="$(hostname)-$$-$RANDOM$RANDOM" # unique to this holder
+OWNER="$HOSTNAME-$$-$RANDOM$RANDOM" # unique to this holder
 
 # Subscribe first (and read the confirmation), so that no event about our grant is missed.
 exec {EVENTS}< <(exec redis-cli -h "${REDIS_HOST:-127.0.0.1}" -p "${REDIS_PORT:-6379}" \
@@ -31,7 +32,10 @@ trap 'kill "$SUBSCRIBER" 2>/dev/null' EXIT
 read -r -u "$EVENTS" && read -r -u "$EVENTS" && read -r -u "$EVENTS" || exit 1
 
 TOKEN="$(cli LOCK "$KEY" "$OWNER" PX "$TTL_MS" WAIT "$WAIT_MS")"
-[[ $TOKEN =~ ^[0-9]+$ ]] || { echo "fenced-lock: no grant of $KEY: ${TOKEN:-timed out}" >&2; exit 75; }
+if ! [[ $TOKEN =~ ^[0-9]+$ ]]; then
+    echo "fenced-lock: no grant of $KEY: ${TOKEN:-timed out}" >&2
+    exit 75
+fi
 FENCING_TOKEN=$TOKEN "$@" &
 CHILD=$!
 

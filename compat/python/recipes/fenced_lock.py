@@ -3,7 +3,8 @@
 What it shows:
   - LOCK key owner PX ttl WAIT ms: join the key's FIFO queue and block until the lock is
     granted (the reply is the fencing token) or ms pass (nil). WAIT 0 waits forever.
-  - A renewal thread: RENEW every ttl/3. A nil reply means the lock is gone.
+  - A renewal thread: RENEW every ttl/3. A nil reply means the lock is gone, and so does a
+    whole TTL without a successful RENEW (the server cannot be reached).
   - Loss detection from the lock events every node publishes on __keyspace@0__:<key>
     ("lock_expired <token> <owner>", "lock_released <token> <owner>"): if the holder's own
     grant ends while it still thinks it holds the lock, on_lost(reason) is called, once.
@@ -29,6 +30,11 @@ class LockNotAcquired(Exception):
 
 
 class FencedLock:
+    """One acquisition of `key` (make a new FencedLock to lock again).
+
+    on_lost(reason) is called from a background thread, at most once, and never after release().
+    """
+
     def __init__(self, client, key, ttl_ms=10_000, on_lost=None):
         self.client, self.key, self.ttl_ms = client, key, ttl_ms
         self.on_lost = on_lost or (lambda reason: None)
@@ -39,17 +45,20 @@ class FencedLock:
 
     def acquire(self, wait_ms=0):
         """Blocks until granted (wait_ms=0: forever). Returns the token, or None after wait_ms."""
-        # Subscribe first, so that no event about our grant can be missed.
-        self._pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        # Subscribe first (and read the confirmation), so that no event about our grant is missed.
+        self._pubsub = self.client.pubsub()
         self._pubsub.subscribe(**{f"__keyspace@0__:{self.key}": self._on_event})
+        self._pubsub.get_message(timeout=5)
         self._events = self._pubsub.run_in_thread(sleep_time=0.1, daemon=True)
-        self.token = self.client.execute_command(
-            "LOCK", self.key, self.owner, "PX", self.ttl_ms, "WAIT", wait_ms
-        )
-        if self.token is None:
-            self._events.stop()
-            return None
-        threading.Thread(target=self._renew, daemon=True).start()
+        try:
+            self.token = self.client.execute_command(
+                "LOCK", self.key, self.owner, "PX", self.ttl_ms, "WAIT", wait_ms
+            )
+        finally:
+            if self.token is None:  # not granted, or an error: stop watching
+                self._events.stop()
+        if self.token is not None:
+            threading.Thread(target=self._renew, daemon=True).start()
         return self.token
 
     def release(self):
@@ -64,7 +73,9 @@ class FencedLock:
         while not self._stop_renewal.wait(self.ttl_ms / 3000):
             sent = time.monotonic()
             try:
-                reply = self.client.execute_command("RENEW", self.key, self.owner, "PX", self.ttl_ms)
+                reply = self.client.execute_command(
+                    "RENEW", self.key, self.owner, "PX", self.ttl_ms
+                )
             except redis.RedisError:
                 if time.monotonic() > valid_until:  # no RENEW got through for a whole TTL
                     return self._lose("lease ran out without a successful RENEW")

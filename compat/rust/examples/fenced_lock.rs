@@ -4,8 +4,10 @@
 //! What it shows:
 //! - `LOCK key owner PX ttl WAIT ms`: join the key's FIFO queue and block until the lock is
 //!   granted (the reply is the fencing token) or `ms` pass (nil). `WAIT 0` waits forever.
-//!   The redis crate times requests out after 500 ms by default, so this connection has none.
-//! - A renewal task: `RENEW` every ttl/3. A nil reply means the lock is gone.
+//!   The redis crate times requests out after 500 ms by default, so LOCK gets a connection
+//!   without a timeout.
+//! - A renewal task: `RENEW` every ttl/3. A nil reply means the lock is gone, and so does a
+//!   whole TTL without a successful `RENEW` (the server cannot be reached).
 //! - Loss detection from the lock events every node publishes on `__keyspace@0__:<key>`
 //!   (`lock_expired <token> <owner>`, `lock_released <token> <owner>`): if the holder's own
 //!   grant ends while it still thinks it holds the lock, `on_lost(reason)` is called, once.
@@ -45,7 +47,8 @@ pub struct FencedLock {
 
 /// Calls the loss callback unless it has been called or the lock was released.
 fn lose(on_lost: &OnLost, reason: &'static str) {
-    if let Some(callback) = on_lost.lock().unwrap().take() {
+    let callback = on_lost.lock().unwrap().take(); // (not called with the mutex held)
+    if let Some(callback) = callback {
         callback(reason);
     }
 }
@@ -59,10 +62,11 @@ impl FencedLock {
         wait: Duration,
         on_lost: impl FnOnce(&'static str) + Send + 'static,
     ) -> RedisResult<Option<FencedLock>> {
-        let config = AsyncConnectionConfig::new().set_response_timeout(None);
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&config)
+        let no_timeout = AsyncConnectionConfig::new().set_response_timeout(None);
+        let mut waiting = client
+            .get_multiplexed_async_connection_with_config(&no_timeout)
             .await?;
+        let conn = client.get_multiplexed_async_connection().await?;
         // The owner: unique to this holder (process, start time, count).
         static COUNT: AtomicU64 = AtomicU64::new(0);
         let nanos = SystemTime::now()
@@ -83,7 +87,7 @@ impl FencedLock {
             .arg(ttl_ms)
             .arg("WAIT")
             .arg(wait_ms)
-            .query_async(&mut conn)
+            .query_async(&mut waiting)
             .await?;
         let Some(token) = token else { return Ok(None) };
         let on_lost: OnLost = Arc::new(Mutex::new(Some(Box::new(on_lost))));
@@ -121,16 +125,15 @@ impl FencedLock {
                         return; // lost or released
                     }
                     let sent = Instant::now();
-                    let reply = renew.query_async::<Option<u64>>(&mut conn);
-                    match tokio::time::timeout(ttl / 3, reply).await {
-                        Ok(Ok(Some(_))) => valid_until = sent + ttl,
-                        Ok(Ok(None)) => return lose(&on_lost, "RENEW returned nil"),
+                    match renew.query_async::<Option<u64>>(&mut conn).await {
+                        Ok(Some(_)) => valid_until = sent + ttl,
+                        Ok(None) => return lose(&on_lost, "RENEW returned nil"),
                         // A failed RENEW is retried at the next tick, until a whole TTL has gone
                         // without one.
-                        _ if Instant::now() > valid_until => {
+                        Err(_) if Instant::now() > valid_until => {
                             return lose(&on_lost, "lease ran out without a successful RENEW")
                         }
-                        _ => {}
+                        Err(_) => {}
                     }
                 }
             }
