@@ -34,8 +34,12 @@ impl Replicated for Evict {
             .iter()
             .filter(|k| ks.expire_lease(k, ctx.now))
             .count();
+        // Each grant takes a revision of its own: tokens are unique across keys.
+        let mut revision = ctx.revision;
         for k in &self.keys {
-            ks.settle_lock(k, ctx.now, ctx.revision);
+            if ks.settle_lock(k, ctx.now, revision) {
+                revision = ks.bump_revision();
+            }
         }
         Reply::Int(removed as i64)
     }

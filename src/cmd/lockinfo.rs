@@ -1,5 +1,7 @@
-//! `LOCKINFO key`: a map of owner, token, pttl, waiters and delay (a flat array in RESP2),
-//! or nil when the lock is free with nobody waiting and no lock-delay running.
+//! `LOCKINFO key`: a map of owner, token and pttl (a flat array in RESP2), then `waiters`
+//! (the queue length) and `delay` (the remaining lock-delay, ms) when they are not 0; nil
+//! when the lock is free, nobody waits and no lock-delay runs. A lock without waiters or
+//! delay answers exactly the three fields it always did.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -35,7 +37,7 @@ impl Replicated for LockInfo {
 
     /// Describes the current holder, the queue length and the remaining lock-delay
     /// (WRONGTYPE for a hash or list: it is not a lock). A free lock with waiters or a
-    /// lock-delay has a nil owner and token and a pttl of -2.
+    /// running lock-delay has a nil owner and token and a pttl of -2.
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         let (waiters, delay) = ks.lock_queue(&self.key, now);
         let (owner, token, pttl) = match ks.get(&self.key, now) {
@@ -52,12 +54,17 @@ impl Replicated for LockInfo {
             None if waiters == 0 && delay == 0 => return Reply::Nil,
             None => (Reply::Nil, Reply::Nil, -2),
         };
-        Reply::Map(vec![
+        let mut fields = vec![
             (Reply::text("owner"), owner),
             (Reply::text("token"), token),
             (Reply::text("pttl"), Reply::Int(pttl)),
-            (Reply::text("waiters"), Reply::Int(waiters as i64)),
-            (Reply::text("delay"), Reply::Int(delay as i64)),
-        ])
+        ];
+        if waiters > 0 {
+            fields.push((Reply::text("waiters"), Reply::Int(waiters as i64)));
+        }
+        if delay > 0 {
+            fields.push((Reply::text("delay"), Reply::Int(delay as i64)));
+        }
+        Reply::Map(fields)
     }
 }

@@ -110,6 +110,8 @@ pub struct PeerClient {
     pub(super) addr: String,
     pub(super) ctx: Arc<PeerContext>,
     conn: Option<PeerConn>,
+    /// Failed append-stream opens in a row, and when the last one failed.
+    pub(super) open_failures: (u32, Option<tokio::time::Instant>),
 }
 
 /// An outbound RPC error.
@@ -225,6 +227,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
             addr: node.addr.clone(),
             ctx: self.ctx.clone(),
             conn: None,
+            open_failures: (0, None),
         }
     }
 }
@@ -362,6 +365,7 @@ mod tests {
                 faults: Faults::default(),
             }),
             conn: None,
+            open_failures: (0, None),
         };
         let option = || RPCOption::new(Duration::from_secs(2));
 

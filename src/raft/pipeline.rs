@@ -73,8 +73,48 @@ struct Reader {
 
 type Item = Result<StreamAppendResult<TypeConfig>, RpcErr>;
 
+/// The wait before the first retry of a failed open; it doubles with each failure in a row.
+const OPEN_BACKOFF_FIRST: Duration = Duration::from_millis(10);
+/// The longest wait between opens: well inside the election timeout (500 ms), so that a
+/// follower back from a partition hears from the leader before it would start a (pre-)vote.
+const OPEN_BACKOFF_MAX: Duration = Duration::from_millis(250);
+
+/// How long to wait after `failures` failed opens in a row.
+fn open_backoff(failures: u32) -> Duration {
+    match failures {
+        0 => Duration::ZERO,
+        n => OPEN_BACKOFF_FIRST
+            .saturating_mul(1 << (n - 1).min(16))
+            .min(OPEN_BACKOFF_MAX),
+    }
+}
+
 /// Opens an append stream to `client`'s target and starts sending `input` on it.
+///
+/// After a failed open the next one waits (10 ms, doubling, at most 250 ms). openraft backs
+/// off only inside a request stream it has handed over, which a failed open never polls: a
+/// refused connection or a cut link would otherwise be retried at once, in a loop.
 pub(super) async fn open<S>(
+    client: &mut PeerClient,
+    input: S,
+    ttl: Duration,
+) -> Result<impl Stream<Item = Item> + Send + 'static, RpcErr>
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+{
+    let (failures, last) = client.open_failures;
+    if let Some(last) = last {
+        tokio::time::sleep_until(last + open_backoff(failures)).await;
+    }
+    let opened = try_open(client, input, ttl).await;
+    client.open_failures = match opened {
+        Ok(_) => (0, None),
+        Err(_) => (failures.saturating_add(1), Some(Instant::now())),
+    };
+    opened
+}
+
+async fn try_open<S>(
     client: &PeerClient,
     input: S,
     ttl: Duration,
@@ -256,5 +296,17 @@ impl Reader {
             ))),
             Err(e) => self.fail(network_err(&PeerError::Io(format!("decode: {e}")))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_opens_back_off_doubling_up_to_the_cap() {
+        let waits: Vec<u64> = (0..8).map(|n| open_backoff(n).as_millis() as u64).collect();
+        assert_eq!(waits, vec![0, 10, 20, 40, 80, 160, 250, 250]);
+        assert_eq!(open_backoff(u32::MAX), OPEN_BACKOFF_MAX);
     }
 }

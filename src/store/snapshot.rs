@@ -235,8 +235,9 @@ mod tests {
         assert_eq!(ks.volatile_len(), 2, "expiry index rebuilt");
     }
 
-    /// The script cache, its budget, and hashes and lists (with their field and element
-    /// order) survive an image, written to the database the way the state machine does.
+    /// The script cache, its budget, hashes and lists (with their field and element order)
+    /// and lock queues survive an image, written to the database the way the state machine
+    /// does.
     #[test]
     fn images_carry_scripts_budget_and_collections() {
         let mut ks = Keyspace::default();
@@ -244,17 +245,38 @@ mod tests {
         ks.set_script_budget(77);
         crate::cmd::run_line(&mut ks, "HSET h b 1 a 2", 0);
         crate::cmd::run_line(&mut ks, "RPUSH l x y", 0);
+        crate::cmd::run_line(&mut ks, "LOCK q a PX 1000 DELAY 50", 0);
+        let (q, b) = (Bytes::from_static(b"q"), Bytes::from_static(b"b"));
+        let waiter = crate::state::WaiterId {
+            node: 2,
+            boot: 3,
+            seq: 4,
+        };
+        let wait = crate::state::Acquire {
+            key: &q,
+            owner: &b,
+            ttl_ms: 500,
+            delay_ms: 0,
+            wait: Some((waiter, None)),
+        };
+        assert_eq!(ks.lock_acquire(wait, 1, 99), crate::state::Acquired::Queued);
         let dir = tempfile::tempdir().unwrap();
         let db = super::super::schema::open_db(dir.path()).unwrap();
-        let kv = cf(&db, CF_KV).unwrap();
-        for (k, e) in ks.take_changes(enc::<Entry>).entries {
+        let (kv, locks) = (cf(&db, CF_KV).unwrap(), cf(&db, CF_LOCK).unwrap());
+        let changes = ks.take_changes(enc::<Entry>);
+        for (k, e) in changes.entries {
             db.put_cf(kv, &k, e.unwrap().unwrap()).unwrap();
+        }
+        for (k, m) in changes.locks {
+            db.put_cf(locks, &k, enc(&m.unwrap()).unwrap()).unwrap();
         }
         let mut h = header();
         h.scripts = ks.scripts().clone();
         h.script_budget = ks.script_budget_setting();
         let (_, mut back) = decode(&encode(&db, &db.snapshot(), &h).unwrap()).unwrap();
         assert_eq!(back.script("cd"), Some(&Bytes::from_static(b"return 2")));
+        assert_eq!(back.lock_metas(), ks.lock_metas());
+        assert_eq!(back.lock_queue(b"q", 1), (1, 0));
         assert_eq!(back.script_budget(), 77);
         fn bulks(v: &[&'static str]) -> crate::resp::Reply {
             crate::resp::Reply::Array(v.iter().map(|s| crate::resp::Reply::bulk(*s)).collect())

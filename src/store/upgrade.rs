@@ -156,7 +156,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::store::schema::{open_db, CF_FENCE, CF_KV, CF_SCRIPT};
+    use crate::store::schema::open_db;
 
     /// The data directory written by the release on openraft 0.9 (tests/it/upgrade.rs).
     fn fixture() -> PathBuf {

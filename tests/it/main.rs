@@ -20,6 +20,7 @@ mod durability;
 mod golden;
 mod handshake;
 mod layers;
+mod lock_queue;
 mod lock_scripts;
 mod locks;
 mod pubsub;

@@ -294,9 +294,18 @@ fn locks(c: &mut Client) {
         let key = format!("lk:{}", c.rng.gen_range(0..2));
         let owner = format!("c{}-{n}", c.spec.id);
         let lock = ["LOCK", key.as_str(), owner.as_str(), "PX", px.as_str()];
+        // Half the acquisitions wait in the key's queue (up to twice the lease, and below
+        // the reply timeout), so grants by release and by expiry run through every fault.
+        let wait = c
+            .rng
+            .gen_range(50..=(2 * c.spec.ttl_ms).clamp(50, 3_000))
+            .to_string();
+        let queued = [&lock[..], &["WAIT", wait.as_str()]].concat();
+        let first: &[&str] = if c.rng.gen_bool(0.5) { &queued } else { &lock };
         let mut granted = None;
-        for _ in 0..3 {
-            match c.op("lock", &key, Some(&owner), None, &lock) {
+        for attempt in 0..3 {
+            let args = if attempt == 0 { first } else { &lock[..] };
+            match c.op("lock", &key, Some(&owner), None, args) {
                 Reply::Int(t) => granted = Some(t),
                 Reply::Unknown => continue,
                 _ => {}
