@@ -200,6 +200,10 @@ interactive() {
 export TMUX_TMPDIR
 TMUX_TMPDIR="$(mktemp -d)"
 unset TMUX
+# A session that outlives each test's own: otherwise killing the first test's session stops the
+# server, and the second test's new-session can reach it while it exits ("server exited
+# unexpectedly").
+tmux new-session -d -s "compat-cli-$$-keep" "sleep 600"
 interactive resp2 ""
 interactive resp3 "-3"
 tmux kill-server 2>/dev/null
