@@ -84,16 +84,6 @@ impl Waiters {
         let pending = self.pending.lock().ok().and_then(|mut p| p.remove(&id.seq));
         pending.is_some_and(|p| p.tx.send(token).is_ok())
     }
-
-    /// Number of registered waiters.
-    pub fn len(&self) -> usize {
-        self.pending.lock().map(|p| p.len()).unwrap_or(0)
-    }
-
-    /// True if nobody waits.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Proposes that `waiter` leave the queue of `key`, without waiting for the outcome: if it
@@ -128,8 +118,9 @@ pub fn release(shared: &Arc<Shared>, key: Bytes, token: u64) {
     });
 }
 
-/// Answers this node's waiters from the applied log until `stop` changes. `events` is
-/// subscribed before the first client connects, so no grant is missed.
+/// Answers this node's waiters from the applied log until `stop` changes. `events` (the
+/// state machine's grants to waiters) is subscribed before the first client connects, so no
+/// grant is missed.
 pub async fn run(
     shared: Arc<Shared>,
     mut events: broadcast::Receiver<Event>,

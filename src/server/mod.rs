@@ -298,7 +298,7 @@ impl Server {
             .state
             .read()
             .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
-            .events
+            .waiter_grants
             .subscribe();
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();

@@ -47,6 +47,9 @@ pub struct SmState {
     /// Events of applied batches, published after each batch is persisted (pub/sub delivery,
     /// wake-ups of blocked clients). Lagging receivers lose events, never block apply.
     pub events: tokio::sync::broadcast::Sender<Event>,
+    /// The grants to queued waiters among `events`, on their own channel: the task that
+    /// answers waiters is woken by these only, not by every applied batch.
+    pub waiter_grants: tokio::sync::broadcast::Sender<Event>,
 }
 
 impl Default for SmState {
@@ -59,6 +62,7 @@ impl Default for SmState {
             applied_entries: 0,
             applied_commands: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
+            waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         }
     }
 }
@@ -133,6 +137,7 @@ impl StateMachine {
             applied_entries: 0,
             applied_commands: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
+            waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
         };
         Ok(StateMachine {
             db,
@@ -330,6 +335,15 @@ impl StateMachine {
         self.persist(&mut st)?;
         for event in st.ks.take_events() {
             // No receiver is normal (nobody subscribed).
+            if matches!(
+                event,
+                Event::Lock {
+                    waiter: Some(_),
+                    ..
+                }
+            ) {
+                let _ = st.waiter_grants.send(event.clone());
+            }
             let _ = st.events.send(event);
         }
         Ok(replies)

@@ -139,6 +139,14 @@ impl PubSub {
     /// channel, then one `pmessage` per matching pattern, as Redis orders them.
     pub fn messages(&self, event: &Event) -> Vec<Reply> {
         let mut out = Vec::new();
+        // Lock events become keyspace notifications; most subscribers want none, and their
+        // channel names are only built for a connection that might.
+        if matches!(event, Event::Lock { .. })
+            && self.subs.patterns.is_empty()
+            && !self.subs.channels.iter().any(|c| c.starts_with(b"__key"))
+        {
+            return out;
+        }
         for (channel, message) in event.publications() {
             if self.subs.channels.contains(&channel) {
                 out.push(Reply::Push(vec![
