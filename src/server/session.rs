@@ -74,6 +74,13 @@ fn unix_now() -> Duration {
         .unwrap_or_default()
 }
 
+/// Commands refused while queueing, which dooms the transaction as in Redis: those flagged
+/// `no_multi` (SHUTDOWN), and OBJECT and MEMORY, whose reads of a key EXEC's single
+/// replicated unit cannot hold.
+fn refused_inside_multi(spec: &cmd::Spec) -> bool {
+    spec.flags.contains(&"no_multi") || matches!(spec.name, "object" | "memory")
+}
+
 fn reply_is_wrongtype(r: &Reply) -> bool {
     matches!(r, Reply::Error(e) if e.starts_with("WRONGTYPE"))
 }
@@ -230,7 +237,13 @@ impl Session {
             other => other,
         };
         if self.txn.active() && !blocking::runs_inside_multi(&name) {
-            let reply = self.queue(resolved, argv);
+            let reply = match &resolved {
+                Ok(spec) if refused_inside_multi(spec) => {
+                    self.txn.dirty = true;
+                    Reply::err("ERR Command not allowed inside a transaction")
+                }
+                _ => self.queue(resolved, argv),
+            };
             self.slots.push(Slot::Ready(reply));
             return Ok(());
         }
@@ -409,11 +422,9 @@ impl Session {
             ConnCmd::Time => crate::cmd::time::reply(unix_now()),
             ConnCmd::LastSave => Reply::Int(self.shared.started_unix),
             ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
-            // Only reached inside EXEC: SHUTDOWN is refused there, as in Redis (no_multi),
-            // and the questions about keys need reads that EXEC's one unit cannot hold.
-            ConnCmd::Shutdown => Reply::err("ERR Command not allowed inside a transaction"),
-            ConnCmd::KeyInfo(_) => {
-                Reply::err("ERR OBJECT and MEMORY USAGE are not supported inside MULTI")
+            // Never queued (`refused_inside_multi`); handled in `handle` otherwise.
+            ConnCmd::Shutdown | ConnCmd::KeyInfo(_) => {
+                Reply::err("ERR Command not allowed inside a transaction")
             }
             // Handled in `handle` (they need to await or change the session's mode).
             ConnCmd::Txn(_) | ConnCmd::Sub(_) => Reply::err("ERR internal: misrouted command"),

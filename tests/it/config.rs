@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::cluster::Cluster;
 use crate::common::*;
 
 /// Phase by phase: each live setting is changed with CONFIG SET and the next request shows it.
@@ -222,4 +223,36 @@ fn shutdown_stops_the_node_cleanly() {
     assert!(start.elapsed() < Duration::from_secs(15));
     srv.restart();
     assert_reply(&srv.conn().c("GET k"), b"$1\r\nv\r\n", "after the restart");
+}
+
+/// OBJECT and MEMORY USAGE read the key through the read path: on a follower they see a
+/// write made through the leader at once (the read is forwarded, linearizable).
+#[test]
+fn object_and_memory_read_through_a_follower() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let follower = (1..=3).find(|id| *id != leader).unwrap_or(1);
+    let mut w = cluster.conn(leader);
+    let mut r = cluster.conn(follower);
+    for round in 0..3 {
+        assert_reply(&w.c(&format!("SET k {round}")), b"+OK\r\n", "SET");
+        assert_reply(&r.c("OBJECT ENCODING k"), b"$3\r\nint\r\n", "int");
+        assert_reply(&w.c("SET k value"), b"+OK\r\n", "SET");
+        assert_reply(&r.c("OBJECT ENCODING k"), b"$6\r\nembstr\r\n", "embstr");
+        assert_reply(&r.c("MEMORY USAGE k"), b":64\r\n", "MEMORY USAGE");
+        assert_reply(&w.c("DEL k"), b":1\r\n", "DEL");
+        assert_reply(&r.c("MEMORY USAGE k"), b"$-1\r\n", "gone");
+    }
+    // Inside MULTI they are refused while queueing, and EXEC aborts.
+    assert_reply(&r.c("MULTI"), b"+OK\r\n", "MULTI");
+    assert_reply(
+        &r.c("OBJECT ENCODING k"),
+        b"-ERR Command not allowed inside a transaction\r\n",
+        "queued",
+    );
+    assert_reply(
+        &r.c("EXEC"),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+        "EXEC",
+    );
 }

@@ -1041,6 +1041,10 @@ fn server_command_steps() -> Vec<Step> {
         "SHUTDOWN NOSAVE SAVE",
         "SHUTDOWN ABORT",
         "SHUTDOWN ABORT NOW",
+        // SHUTDOWN inside MULTI is refused while queueing and dooms the transaction.
+        "MULTI",
+        "SHUTDOWN",
+        "EXEC",
         // OBJECT and MEMORY USAGE, by value.
         "OBJECT ENCODING nokey",
         "OBJECT REFCOUNT nokey",
