@@ -256,3 +256,34 @@ fn object_and_memory_read_through_a_follower() {
         "EXEC",
     );
 }
+
+/// One `field:value` of an INFO reply, as a number.
+fn info_field(c: &mut Conn, field: &str) -> u64 {
+    let info = String::from_utf8(as_bulk(&c.c("INFO stats")).expect("INFO")).expect("UTF-8");
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")));
+    line.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+}
+
+/// CONFIG RESETSTAT zeroes INFO stats' counters; the slow log stays.
+#[test]
+fn config_resetstat_zeroes_the_counters() {
+    let srv = Server::start();
+    let mut c = srv.conn();
+    c.c("CONFIG SET slowlog-log-slower-than 0");
+    for i in 0..20 {
+        c.c(&format!("SET k{i} v"));
+        drop(srv.conn());
+    }
+    assert!(info_field(&mut c, "total_commands_processed") > 20);
+    assert!(info_field(&mut c, "total_connections_received") > 20);
+    assert!(info_field(&mut c, "raft_batched_commands") >= 20);
+    assert_reply(&c.c("CONFIG RESETSTAT"), b"+OK\r\n", "RESETSTAT");
+    // INFO itself is the one command counted since.
+    assert_eq!(info_field(&mut c, "total_commands_processed"), 1);
+    assert_eq!(info_field(&mut c, "total_connections_received"), 0);
+    assert_eq!(info_field(&mut c, "raft_batched_commands"), 0);
+    assert!(as_int(&c.c("SLOWLOG LEN")) > 20, "the slow log stays");
+}
