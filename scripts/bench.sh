@@ -30,7 +30,11 @@
 #   --clients LIST   client counts (default 1,4,16,64)
 #   --duration S     seconds per round, target and client count (default 5)
 #   --rounds R       rounds; the targets alternate within each round (default 3)
-#   --workload W     cycle, hot, read or pipeline (default cycle)
+#   --workload W     cycle, hot, read or pipeline (default cycle); or contention, for the
+#                    palisade-3 target only (scripts/bench-contention.sh runs it)
+#   --bench-args "ARGS"
+#                    more palisade-bench options, split at spaces, such as the contention
+#                    workload's "--retry-ms 5 --hold-ms 1" (palisade-bench --help lists them)
 #   --nodes 3|5      size of the Palisade cluster (default 3)
 #   --redis-benchmark N
 #                    requests per redis-benchmark SET run, twice as many per GET run (reads
@@ -47,7 +51,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-TARGETS="" CLIENTS="" DURATION="" ROUNDS="" RB_REQUESTS=""
+TARGETS="" CLIENTS="" DURATION="" ROUNDS="" RB_REQUESTS="" BENCH_ARGS=""
 WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -56,6 +60,7 @@ while [[ $# -gt 0 ]]; do
     --duration) DURATION="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --workload) WORKLOAD="$2"; shift 2 ;;
+    --bench-args) BENCH_ARGS="$2"; shift 2 ;;
     --nodes) NODES="$2"; shift 2 ;;
     --redis-benchmark) RB_REQUESTS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
@@ -544,6 +549,8 @@ sleep 1
 title="Workload $WORKLOAD, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1 /proc/loadavg)"
 args+=(--clients "$CLIENTS" --duration "$DURATION" --rounds "$ROUNDS" --workload "$WORKLOAD"
     --json "$OUT/bench.json" --plot "$OUT/bench-clients.png" --title "$title")
+read -r -a extra <<<"$BENCH_ARGS"
+args+=("${extra[@]}")
 log "palisade-bench ${args[*]}"
 "$BIN/palisade-bench" "${args[@]}" | tee "$OUT/bench.txt"
 wrote="$OUT/bench.txt, $OUT/bench.json, $OUT/bench-clients.png"

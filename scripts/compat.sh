@@ -244,6 +244,10 @@ run_target() {
             .venv/bin/pytest tests/test_python_redis_lock.py
         run_suite "$target" "$port" python "SQLite fencing example (redis-py)" "$v" pytest "$PY" \
             .venv/bin/pytest tests/test_sql_fencing.py
+        run_suite "$target" "$port" python "fenced-lock recipe (redis-py, RESP3)" "$v" pytest "$PY" \
+            env COMPAT_PROTOCOL=default .venv/bin/pytest tests/test_fenced_lock_recipe.py
+        run_suite "$target" "$port" python "fenced-lock recipe (redis-py, RESP2)" "$(py_version .venv-redis5 redis)" pytest "$PY" \
+            env COMPAT_PROTOCOL=default .venv-redis5/bin/pytest tests/test_fenced_lock_recipe.py
     fi
     if wanted node; then
         run_suite "$target" "$port" node "ioredis (RESP2)" "$(node_version ioredis5)" tap "$NODE" \
@@ -256,12 +260,18 @@ run_target() {
             node --test --test-reporter=tap test/node-redis6.test.mjs
         run_suite "$target" "$port" node "redlock (on ioredis 5)" "$(node_version redlock)" tap "$NODE" \
             node --test --test-reporter=tap test/redlock.test.mjs
+        run_suite "$target" "$port" node "fenced-lock recipe (ioredis, RESP2)" "$(node_version ioredis5)" tap "$NODE" \
+            env COMPAT_IOREDIS=ioredis5 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
+        run_suite "$target" "$port" node "fenced-lock recipe (ioredis, RESP3)" "$(node_version ioredis6)" tap "$NODE" \
+            env COMPAT_IOREDIS=ioredis6 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
     fi
     if wanted rust; then
         run_suite "$target" "$port" rust "redis crate (Script)" "$(rust_version redis)" cargo "$RUST" \
             env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test redis_crate
         run_suite "$target" "$port" rust "rslock" "$(rust_version rslock)" cargo "$RUST" \
             env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test rslock
+        run_suite "$target" "$port" rust "fenced-lock recipe (redis crate)" "$(rust_version redis)" cargo "$RUST" \
+            env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test fenced_lock_recipe
     fi
     if wanted cli; then
         v="$(redis-cli --version | awk '{ print $2 }')"

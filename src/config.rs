@@ -198,6 +198,8 @@ pub struct Config {
     pub test_clock_rate_ppm: i64,
     /// See [`FlagOnly::test_lose_unsynced_writes`].
     pub test_lose_unsynced_writes: bool,
+    /// The `--config` file, which CONFIG REWRITE writes (None: there is none).
+    pub config_file: Option<PathBuf>,
 }
 
 /// Parses `1=host:port,2=host:port`.
@@ -254,6 +256,7 @@ impl Config {
             test_clock_offset_ms: s.flag_only.test_clock_offset_ms,
             test_clock_rate_ppm: s.flag_only.test_clock_rate_ppm,
             test_lose_unsynced_writes: s.flag_only.test_lose_unsynced_writes,
+            config_file: s.config,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");
@@ -274,6 +277,78 @@ impl Config {
             .cloned()
             .unwrap_or_else(|| format!("{}:{}", self.bind, self.peer_port))
     }
+}
+
+/// CONFIG REWRITE: puts `values` (file key and current value; None: unset) into the TOML
+/// file at `path`, as Redis rewrites its own file. A key already in the file gets its new
+/// value on its own line; a key that is not there is added at the end when its value is not
+/// the default; an unset key is removed. Comments, blank lines and the order of the other
+/// lines stay. A file laid out in a way this cannot follow line by line (a multi-line value,
+/// a quoted key) is written afresh from its settings instead, without its comments. The new
+/// file replaces the old one by a rename, so a crash leaves one or the other.
+pub fn rewrite(
+    path: &std::path::Path,
+    values: &[(&str, Option<toml::Value>)],
+) -> anyhow::Result<()> {
+    let defaults = toml::Table::try_from(
+        Settings::try_parse_from(["palisade"]).context("the default settings")?,
+    )?;
+    let old = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let mut want: toml::Table = toml::from_str(&old).context("the file no longer parses")?;
+    let is_default = |k: &str, v: &toml::Value| defaults.get(k) == Some(v);
+    let mut lines = Vec::new();
+    let mut written = Vec::new();
+    for line in old.lines() {
+        let key = line_key(line);
+        match values.iter().find(|(k, _)| Some(*k) == key) {
+            Some((k, v)) => {
+                if let (Some(v), false) = (v, written.contains(k)) {
+                    lines.push(format!("{k} = {v}"));
+                }
+                written.push(*k);
+            }
+            None => lines.push(line.to_string()),
+        }
+    }
+    for (k, v) in values {
+        match v {
+            Some(v) if want.contains_key(*k) || !is_default(k, v) => {
+                if !written.contains(k) {
+                    lines.push(format!("{k} = {v}"));
+                }
+                want.insert(k.to_string(), v.clone());
+            }
+            Some(_) => {}
+            None => {
+                want.remove(*k);
+            }
+        }
+    }
+    let mut text = lines.join("\n");
+    text.push('\n');
+    if toml::from_str::<toml::Table>(&text).ok().as_ref() != Some(&want) {
+        text = toml::to_string(&want)?;
+    }
+    let tmp = path.with_extension("rewrite.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// The key a `key = value` line of a flat TOML file sets, if it is one.
+fn line_key(line: &str) -> Option<&str> {
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    bare.then_some(key)
 }
 
 #[cfg(test)]
@@ -459,6 +534,38 @@ mod tests {
             (cfg.test_clock_offset_ms, cfg.test_clock_rate_ppm),
             (-5, -7)
         );
+    }
+
+    #[test]
+    fn rewrite_keeps_comments_and_skips_defaults() {
+        let (_dir, path) = file("# mine\nport = 7000 # inline\n\nmaxclients = 5\n");
+        let path = std::path::Path::new(&path);
+        let int = |n| Some(toml::Value::Integer(n));
+        let values = [
+            ("port", int(7001)),
+            ("maxclients", int(10_000)),
+            ("write-timeout-ms", int(5000)),
+            ("lock-delay-ms", int(30)),
+            ("requirepass", None),
+        ];
+        rewrite(path, &values).unwrap();
+        let text = std::fs::read_to_string(path).unwrap();
+        assert_eq!(
+            text,
+            "# mine\nport = 7001\n\nmaxclients = 10000\nlock-delay-ms = 30\n"
+        );
+        // The file still starts a node, with the rewritten values.
+        let cfg = config(&["--config", path.to_str().unwrap()]).unwrap();
+        assert_eq!(
+            (cfg.port, cfg.maxclients, cfg.lock_delay_ms),
+            (7001, 10_000, 30)
+        );
+        // An unset key goes; a layout it cannot follow is written afresh.
+        std::fs::write(path, "requirepass = '''\npw'''\nport = 1\n").unwrap();
+        rewrite(path, &[("requirepass", None), ("port", int(2))]).unwrap();
+        let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(table.get("requirepass"), None);
+        assert_eq!(table.get("port"), int(2).as_ref());
     }
 
     #[test]

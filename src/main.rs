@@ -2,6 +2,8 @@
 
 use palisade::config::{Config, Settings};
 use palisade::server::Server;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 /// jemalloc: the keyspace is millions of small allocations (keys, values, B-tree nodes), and
@@ -24,24 +26,42 @@ pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::from_settings(Settings::from_command_line()?)?;
-    // A bare level keeps openraft's chatty per-election logs at warn; a full filter is used as is.
-    let spec = if config.log_level.contains('=') {
-        config.log_level.clone()
-    } else {
-        format!("{},openraft=warn", config.log_level)
-    };
-    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info,openraft=warn"));
+    let filter = EnvFilter::try_new(filter_spec(&config.log_level))
+        .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn"));
+    // Behind a reload layer, so that CONFIG SET loglevel can change it.
+    let (filter, reload) = tracing_subscriber::reload::Layer::new(filter);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(ansi)
+                .with_writer(std::io::stderr),
+        )
         .init();
     let server = Server::start(config).await?;
-    wait_for_signal().await?;
+    server.set_log_hook(Box::new(move |redis_level| {
+        let level = palisade::cmd::config::palisade_log_level(redis_level);
+        let filter = EnvFilter::try_new(filter_spec(level)).map_err(|e| e.to_string())?;
+        reload.reload(filter).map_err(|e| e.to_string())
+    }));
+    tokio::select! {
+        r = wait_for_signal() => r?,
+        _ = server.shutdown_requested() => {}
+    }
     tracing::info!("shutting down");
     server.shutdown().await;
     Ok(())
+}
+
+/// The tracing filter for `--log-level`: a bare level keeps openraft's chatty per-election
+/// logs at warn; a full filter is used as is.
+fn filter_spec(log_level: &str) -> String {
+    if log_level.contains('=') {
+        log_level.to_string()
+    } else {
+        format!("{log_level},openraft=warn")
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! The client-count chart: cycles/s (top panel) and p99 latency (bottom panel) against the
 //! number of clients, one coloured line per target, drawn with `plotters`. All axes are
-//! logarithmic: the targets differ by orders of magnitude (fsync per write or not).
+//! logarithmic: the targets differ by orders of magnitude (fsync per write or not). The
+//! contention workload's chart is grants per client, one line per run of a method.
 
 use std::path::Path;
 
@@ -215,6 +216,95 @@ pub fn save(path: &Path, rows: &[Summary], targets: &[String], title: &str) -> a
     draw(&root, rows, targets, title).with_context(|| format!("writing {}", path.display()))
 }
 
+/// One line of the grants chart: a run's name and its grants per client.
+pub type GrantLine = (String, Vec<u64>);
+
+/// Draws the contention workload's chart onto `root`: grants per client in the timed window
+/// (linear axes), one coloured line per run in `lines`. Clients marked in `on_leader` get a
+/// `*` on the client axis.
+pub fn draw_grants<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lines: &[GrantLine],
+    on_leader: &[bool],
+    title: &str,
+) -> anyhow::Result<()> {
+    register_font();
+    root.fill(&WHITE)
+        .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
+    let root = root
+        .titled(title, (FONT, 26).into_font().color(&INK))
+        .map_err(|e| anyhow::anyhow!("chart title: {e}"))?;
+    let clients = lines.iter().map(|(_, g)| g.len()).max().unwrap_or(1).max(1);
+    let top = lines
+        .iter()
+        .flat_map(|(_, g)| g.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let (plot, side) = root.split_horizontally(root.dim_in_pixel().0 - LEGEND);
+    let mut chart = ChartBuilder::on(&plot)
+        .margin(10)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5..clients as f64 - 0.5, 0.0..(top.max(1) as f64 * 1.1))
+        .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
+    let x_label = |v: &f64| {
+        let i = v.round() as usize;
+        let star = if on_leader.get(i) == Some(&true) {
+            "*"
+        } else {
+            ""
+        };
+        format!("{i}{star}")
+    };
+    chart
+        .configure_mesh()
+        .bold_line_style(GRID)
+        .light_line_style(MINOR)
+        .axis_style(INK.stroke_width(2))
+        .set_all_tick_mark_size(6)
+        .x_labels(clients.min(64))
+        .x_desc("client (* = connected to the leader)")
+        .y_desc("grants in the timed window")
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&|v| label(*v))
+        .label_style((FONT, 15).into_font().color(&INK))
+        .axis_desc_style((FONT, 17).into_font().color(&INK))
+        .draw()
+        .map_err(|e| anyhow::anyhow!("chart mesh: {e}"))?;
+    for (i, (_, grants)) in lines.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let points: Vec<(f64, f64)> = grants
+            .iter()
+            .enumerate()
+            .map(|(c, &g)| (c as f64, g as f64))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(3)))
+            .map_err(|e| anyhow::anyhow!("chart line: {e}"))?;
+        let squares = points
+            .iter()
+            .map(|&p| EmptyElement::at(p) + Rectangle::new([(-4, -4), (5, 5)], colour.filled()));
+        chart
+            .draw_series(squares)
+            .map_err(|e| anyhow::anyhow!("chart points: {e}"))?;
+    }
+    let names: Vec<String> = lines.iter().map(|(n, _)| n.clone()).collect();
+    legend(&side, &names)?;
+    root.present().map_err(|e| anyhow::anyhow!("chart: {e}"))
+}
+
+/// Draws the grants chart into the PNG file `path`.
+pub fn save_grants(
+    path: &Path,
+    lines: &[GrantLine],
+    on_leader: &[bool],
+    title: &str,
+) -> anyhow::Result<()> {
+    let root = BitMapBackend::new(path, (SIZE.0, SIZE.1 / 2 + 100)).into_drawing_area();
+    draw_grants(&root, lines, on_leader, title)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +366,26 @@ mod tests {
         }
         // Some text was drawn (title, labels): dark pixels outside the lines.
         assert!(count(INK, (0, h)) > 1000);
+    }
+
+    #[test]
+    fn grants_chart_draws_each_run_in_its_colour() {
+        let lines = vec![
+            ("poll".to_string(), vec![10, 40, 25, 5]),
+            ("queue".to_string(), vec![20, 21, 19, 20]),
+        ];
+        let (w, h) = (SIZE.0, SIZE.1 / 2);
+        let mut buf = vec![0u8; (w * h * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+            draw_grants(&root, &lines, &[true, false, false, true], "test").unwrap();
+        }
+        let count = |colour: RGBColor| {
+            buf.chunks(3)
+                .filter(|p| *p == [colour.0, colour.1, colour.2])
+                .count()
+        };
+        assert!(count(PALETTE[0]) > 300 && count(PALETTE[1]) > 300);
+        assert_eq!(count(PALETTE[2]), 0);
     }
 }

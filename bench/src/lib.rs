@@ -6,6 +6,8 @@
 //!     --clients 1,4,16,64 --duration 10 --rounds 3 --workload cycle [--json out.json] [--plot out.png] \
 //!     [--members palisade=127.0.0.1:6379,127.0.0.1:6380,127.0.0.1:6381]
 //! palisade-bench --workload load --locks 1000000 --target p=palisade@127.0.0.1:6379
+//! palisade-bench --workload contention --clients 16 --duration 20 --target p=palisade@127.0.0.1:6379 \
+//!     --members p=127.0.0.1:6379,127.0.0.1:6380,127.0.0.1:6381 [--methods poll,queue] [--retry-ms 5]
 //! ```
 //!
 //! For each client count, it alternates the targets round by round (so that drift in the
@@ -14,12 +16,19 @@
 //! each member node's INFO counters and CPU time just before and after every timed run, and
 //! prints a second table of what the differences say: commands per log entry and entries per
 //! fsync (Palisade), CPU ms per 1,000 cycles (all nodes of the target). `load` acquires N
-//! distinct long-lived locks with deep pipelining and prints locks/s. etcd targets run the
-//! cycle and hot workloads only.
+//! distinct long-lived locks with deep pipelining and prints locks/s. `contention` compares
+//! two ways of waiting for a held lock on a few hot keys, polling and `LOCK ... WAIT`, with
+//! clients on every member: throughput, acquire latency, fairness, token order (see
+//! [`contention`]). etcd targets run the cycle and hot workloads only.
 
 pub mod chart;
 mod client;
+mod contender;
+mod contention;
+mod contention_table;
 mod etcd;
+mod fairness;
+mod grant;
 mod load;
 mod progress;
 mod report;
@@ -67,7 +76,8 @@ pub struct Args {
     /// Rounds (targets alternate within each round).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// cycle, hot, read, pipeline, or load (etcd targets: cycle or hot).
+    /// cycle, hot, read, pipeline, load, or contention (Palisade only: poll versus LOCK WAIT
+    /// on a few hot keys; see the contention options below). etcd targets: cycle or hot.
     #[arg(long, default_value = "cycle")]
     workload: String,
     /// Cycles in flight per client for the pipeline workload.
@@ -76,7 +86,8 @@ pub struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
-    /// Draw cycles/s and p99 against the client count into this PNG file.
+    /// Draw cycles/s and p99 against the client count into this PNG file (contention:
+    /// grants per client, one line per run of a method).
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
     /// Redraw --plot from the --json file of an earlier run, without running anything.
@@ -98,6 +109,9 @@ pub struct Args {
     /// load: the locks' TTL in ms.
     #[arg(long, default_value_t = 3_600_000)]
     ttl: u64,
+    /// The contention workload's options.
+    #[command(flatten)]
+    contention: contention::ContentionArgs,
 }
 
 #[derive(Serialize)]
@@ -331,6 +345,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let clients = report::parse_clients(&args.clients).map_err(anyhow::Error::msg)?;
     let etcd = targets.iter().find(|t| t.kind == Kind::Etcd);
     let workload = match (args.workload.as_str(), etcd) {
+        ("contention", _) => return contention::run(&args, &targets, &clients, ticks).await,
         ("cycle", _) => Workload::Cycle,
         ("hot", _) => Workload::Hot,
         (w @ ("read" | "pipeline" | "load"), Some(t)) => bail!(

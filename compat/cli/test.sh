@@ -84,6 +84,55 @@ check "FENCEDSET with the new token" "OK" "$(cli FENCEDSET "$K:res" from-b "$TOK
 check_match "the stale writer is rejected" "^FENCED token $TOKEN_A is lower than $TOKEN_B" "$(cli FENCEDSET "$K:res" late-a "$TOKEN_A" 2>&1)"
 check "the resource keeps the newer value" "from-b" "$(cli GET "$K:res")"
 
+# --- the fenced-lock recipe (recipes/fenced-lock.sh) -------------------------------------
+RECIPE_OUT="$(mktemp -d)"
+recipe() { REDIS_HOST="$HOST" REDIS_PORT="$PORT" "$(dirname "$0")/recipes/fenced-lock.sh" "$@"; }
+record_loss() { echo "echo \"\$LOST_REASON\" >>$RECIPE_OUT/$1"; }
+
+# 1. Two contenders: B waits in the queue until A's command has exited, then gets a higher
+#    token. A's lease (1 s) is shorter than its command (1.5 s): renewal keeps it.
+# shellcheck disable=SC2016 # expanded by the job's shell
+job='echo "$FENCING_TOKEN $(date +%s%3N)"; sleep 1.5; date +%s%3N'
+ON_LOST="$(record_loss lost1)" recipe "$K:rl" 1000 2000 -- bash -c "$job" >"$RECIPE_OUT/a" &
+A=$!
+sleep 0.5
+ON_LOST="$(record_loss lost1)" recipe "$K:rl" 1000 5000 -- bash -c "$job" >"$RECIPE_OUT/b" &
+B=$!
+sleep 0.5
+check_match "recipe: LOCKINFO counts the waiting contender" ' waiters 1( |$)' "$(cli LOCKINFO "$K:rl" | paste -sd' ')"
+wait "$A"
+A_RC=$?
+wait "$B"
+check "recipe: both contenders ran their command" "0 0" "$A_RC $?"
+read -r TA _ <"$RECIPE_OUT/a"
+EA="$(sed -n 2p "$RECIPE_OUT/a")"
+read -r TB SB <"$RECIPE_OUT/b"
+check "recipe: the second token is higher" yes "$( ((${TB:-0} > ${TA:-0} && ${TA:-0} > 0)) && echo yes || echo "no: $TB vs $TA")"
+check "recipe: the second starts after the first has finished" yes \
+    "$( ((${SB:-0} >= ${EA:-1})) && echo yes || echo "no: start $SB, end of the first $EA")"
+check "recipe: a release is not a loss" "" "$(cat "$RECIPE_OUT/lost1" 2>/dev/null)"
+
+# 2. A stalls (RENEW_MS=0: no renewal) for 3 s under a 1 s lease. It is told of the loss
+#    (ON_LOST, from the lock_expired event); B, queued, gets the lock and writes; A's late
+#    write with its old token is rejected.
+export RES="$K:recipe-res"
+# shellcheck disable=SC2016 # fenced_set VALUE: the job's FENCEDSET of VALUE, as shell text
+fenced_set() { echo 'redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" FENCEDSET "$RES" '"$1"' "$FENCING_TOKEN" 2>&1'; }
+RENEW_MS=0 ON_LOST="$(record_loss lost2)" recipe "$K:rs" 1000 1000 -- \
+    bash -c "echo \"\$FENCING_TOKEN\"; $(fenced_set from-a); sleep 3; $(fenced_set late-a)" >"$RECIPE_OUT/a2" &
+A=$!
+sleep 0.3
+recipe "$K:rs" 10000 5000 -- bash -c "echo \"\$FENCING_TOKEN\"; $(fenced_set from-b)" >"$RECIPE_OUT/b2"
+check "recipe: the queued contender got the lock and wrote" "OK" "$(sed -n 2p "$RECIPE_OUT/b2")"
+wait "$A"
+TA="$(sed -n 1p "$RECIPE_OUT/a2")"
+TB="$(sed -n 1p "$RECIPE_OUT/b2")"
+check "recipe: the holder wrote before it stalled" "OK" "$(sed -n 2p "$RECIPE_OUT/a2")"
+check "recipe: the stalled holder's loss callback ran once" "lock_expired" "$(cat "$RECIPE_OUT/lost2" 2>/dev/null)"
+check_match "recipe: its late write is rejected" "^FENCED token $TA is lower than $TB\$" "$(sed -n 3p "$RECIPE_OUT/a2")"
+check "recipe: the resource keeps the newer value" "from-b" "$(cli GET "$RES")"
+rm -rf "$RECIPE_OUT"
+
 # --- interactive mode under tmux ---------------------------------------------------------
 # wait_for SESSION REGEX: poll the pane until it matches (5 s).
 wait_for() {
@@ -151,6 +200,10 @@ interactive() {
 export TMUX_TMPDIR
 TMUX_TMPDIR="$(mktemp -d)"
 unset TMUX
+# A session that outlives each test's own: otherwise killing the first test's session stops the
+# server, and the second test's new-session can reach it while it exits ("server exited
+# unexpectedly").
+tmux new-session -d -s "compat-cli-$$-keep" "sleep 600"
 interactive resp2 ""
 interactive resp3 "-3"
 tmux kill-server 2>/dev/null

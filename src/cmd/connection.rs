@@ -1,6 +1,7 @@
 //! Connection commands: `PING [msg]`, `ECHO msg`, `HELLO [2|3 [AUTH u p] [SETNAME n]]`,
-//! `AUTH [user] pass`, `SELECT db`, `QUIT`, `RESET`, plus CLIENT, COMMAND and INFO, which
-//! touch only the session and server metadata, never the replicated state.
+//! `AUTH [user] pass`, `SELECT db`, `QUIT`, `RESET`, plus the commands that touch only the
+//! session and server metadata, never the replicated state (CLIENT, COMMAND, INFO, CONFIG,
+//! SLOWLOG, ...): [`ConnCmd`] is what the session runs for all of them.
 
 use bytes::Bytes;
 
@@ -81,6 +82,19 @@ pub enum ConnCmd {
     Txn(super::multi::TxnCmd),
     /// (P)SUBSCRIBE, (P)UNSUBSCRIBE.
     Sub(super::subscribe::SubCmd),
+    /// CONFIG subcommands.
+    Config(super::config::ConfigCmd),
+    /// TIME.
+    Time,
+    /// LASTSAVE.
+    LastSave,
+    /// SLOWLOG subcommands.
+    Slowlog(super::slowlog::SlowlogCmd),
+    /// SHUTDOWN (any options: there is nothing to save).
+    Shutdown,
+    /// OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT and MEMORY USAGE: questions about a key that
+    /// the session answers after reading it.
+    KeyInfo(super::object::KeyQuery),
 }
 
 /// A parsed HELLO.

@@ -58,3 +58,63 @@ impl Replicated for Tick {
         Reply::ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Acquire, Acquired, Event, LockEventKind, WaiterId};
+
+    /// One eviction entry that frees two queued locks grants each a token of its own
+    /// (tokens are unique across keys).
+    #[test]
+    fn one_eviction_entry_grants_each_freed_lock_its_own_token() {
+        let mut ks = Keyspace::default();
+        let waiter = WaiterId {
+            node: 1,
+            boot: 7,
+            seq: 1,
+        };
+        for key in ["k", "m"] {
+            super::super::run_line(&mut ks, &format!("LOCK {key} a PX 100"), 0);
+            let (key, owner) = (
+                Bytes::copy_from_slice(key.as_bytes()),
+                Bytes::from_static(b"w"),
+            );
+            let a = Acquire {
+                key: &key,
+                owner: &owner,
+                ttl_ms: 100,
+                delay_ms: 0,
+                wait: Some((waiter, None)),
+            };
+            assert_eq!(ks.lock_acquire(a, 1, ks.revision()), Acquired::Queued);
+        }
+        ks.take_events();
+        let evict = Evict {
+            keys: vec![Bytes::from_static(b"k"), Bytes::from_static(b"m")],
+        };
+        let revision = ks.bump_revision();
+        assert_eq!(
+            evict.apply(&mut ks, Ctx { now: 100, revision }),
+            Reply::Int(2)
+        );
+        let tokens: Vec<u64> = ks
+            .take_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Lock {
+                    kind: LockEventKind::Granted,
+                    token,
+                    ..
+                } => Some(token),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tokens.len(), 2, "both locks went to their waiters");
+        assert_ne!(tokens[0], tokens[1], "one token for two grants: {tokens:?}");
+        assert!(
+            ks.revision() >= tokens[1],
+            "the revision moved past every token"
+        );
+    }
+}

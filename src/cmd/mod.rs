@@ -14,6 +14,7 @@
 pub mod blpop;
 pub mod client;
 pub mod command;
+pub mod config;
 pub mod connection;
 pub mod del;
 pub mod eval;
@@ -29,18 +30,25 @@ pub mod hash;
 pub mod incr;
 pub mod info;
 pub mod keys;
+pub mod latency;
 pub mod list;
 pub mod lock;
 pub mod lockinfo;
 pub mod lockwait;
+pub mod memory;
 pub mod multi;
+pub mod object;
 pub mod publish;
 pub mod raft;
 pub mod registry;
 pub mod renew;
 pub mod script;
 pub mod set;
+pub mod shutdown;
+pub mod slowlog;
 pub mod subscribe;
+pub mod swapdb;
+pub mod time;
 pub mod ttl;
 pub mod type_;
 pub mod unlock;
@@ -60,6 +68,14 @@ registry::commands! {
     client: [],
     command: [],
     info: [],
+    config: [],
+    time: [],
+    slowlog: [],
+    latency: [],
+    swapdb: [],
+    shutdown: [],
+    memory: [],
+    object: [],
     get: [0 => Get(Get), 1 => GetDel(GetDel)],
     set: [2 => Set(Set)],
     del: [3 => Del(Del)],

@@ -122,6 +122,14 @@ pub struct Shared {
     pub sync: Arc<crate::store::log::SyncStats>,
     /// This node's clients waiting in a lock queue.
     pub waiters: lockwait::Waiters,
+    /// CONFIG's parameters; the live ones are read from here, not from `config`.
+    pub settings: crate::cmd::config::Store,
+    /// Commands slower than `slowlog-log-slower-than`.
+    pub slowlog: crate::cmd::slowlog::SlowLog,
+    /// Unix time (seconds) at which the server started (LASTSAVE).
+    pub started_unix: i64,
+    /// Signalled by SHUTDOWN; [`Server::shutdown_requested`] waits for it.
+    pub shutdown: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -130,21 +138,46 @@ impl Shared {
         &self,
         mut lock: crate::cmd::lock::Acquire,
     ) -> crate::cmd::lock::Acquire {
-        lock.delay_ms = lock.delay_ms.or(Some(self.config.lock_delay_ms));
+        lock.delay_ms = lock.delay_ms.or(Some(self.lock_delay_ms()));
         lock
+    }
+
+    /// The default lock-delay now (`--lock-delay-ms`, or CONFIG SET lock-delay-ms).
+    pub fn lock_delay_ms(&self) -> u64 {
+        self.settings.live.lock_delay_ms.load(Ordering::Relaxed)
+    }
+
+    /// The client request limits now (flags, or CONFIG SET).
+    pub fn limits(&self) -> crate::resp::Limits {
+        let live = &self.settings.live;
+        crate::resp::Limits {
+            max_bulk_len: live.max_bulk_len.load(Ordering::Relaxed),
+            max_multibulk_len: live.max_multibulk_len.load(Ordering::Relaxed),
+            max_query_buffer: live.max_query_buffer.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The most clients at once now.
+    pub fn maxclients(&self) -> usize {
+        self.settings.live.maxclients.load(Ordering::Relaxed)
+    }
+
+    /// The password clients need now, if any (`requirepass ""` is none, as in Redis).
+    pub fn requirepass(&self) -> Option<String> {
+        Some(self.settings.value("requirepass")).filter(|p| !p.is_empty())
     }
 
     /// A client's write with the server's default lock-delay applied to a LOCK (a no-op
     /// for every other command, and while the default is 0).
     pub fn default_lock_delay(&self, cmd: Command) -> Command {
         match cmd {
-            Command::Lock(l) if self.config.lock_delay_ms > 0 => {
+            Command::Lock(l) if self.lock_delay_ms() > 0 => {
                 Command::Acquire(crate::cmd::lock::Acquire {
                     key: l.key,
                     owner: l.owner,
                     ttl_ms: l.ttl_ms,
                     wait_ms: None,
-                    delay_ms: Some(self.config.lock_delay_ms),
+                    delay_ms: Some(self.lock_delay_ms()),
                     waiter: None,
                 })
             }
@@ -184,6 +217,81 @@ impl Shared {
         metric.max(state)
     }
 
+    /// CONFIG RESETSTAT: zeroes the counters that INFO shows (connections, commandstats and
+    /// errorstats, byte counts and rates, expired keys and the write path's `raft_*`
+    /// counters), as Redis does for its own. The slow log stays, as in Redis.
+    pub fn reset_stats(&self) {
+        let zero = |c: &AtomicU64| c.store(0, Ordering::Relaxed);
+        // Connections, commandstats, errorstats, byte counts, rates and the memory peak.
+        self.stats.reset();
+        zero(&self.proposer.stats.batches);
+        zero(&self.proposer.stats.commands);
+        zero(&self.sync.syncs);
+        zero(&self.sync.appends);
+        zero(&self.sync.entries);
+        if let Ok(mut st) = self.state.write() {
+            st.expired_total = 0;
+            st.applied_entries = 0;
+            st.applied_commands = 0;
+        }
+    }
+
+    /// CONFIG REWRITE: writes the current settings into the `--config` file.
+    pub fn rewrite_config(&self) -> Reply {
+        let Some(path) = &self.config.config_file else {
+            return Reply::err("ERR The server is running without a config file");
+        };
+        match crate::config::rewrite(path, &self.file_values()) {
+            Ok(()) => Reply::ok(),
+            Err(e) => {
+                tracing::warn!(error = %e, path = %path.display(), "CONFIG REWRITE failed");
+                Reply::err(format!("ERR Rewriting config file: {e}"))
+            }
+        }
+    }
+
+    /// Every setting of the file under its key, with its current value (None: unset). The
+    /// live ones come from CONFIG, the others are what the node started with.
+    fn file_values(&self) -> Vec<(&'static str, Option<toml::Value>)> {
+        use toml::Value::{Boolean, Integer, String as Text};
+        let c = &self.config;
+        let v = |name: &str| self.settings.value(name);
+        let int = |name: &str| Some(Integer(v(name).parse().unwrap_or(0)));
+        let peers = c.peers.iter().map(|(id, a)| format!("{id}={a}"));
+        let peers = peers.collect::<Vec<_>>().join(",");
+        let derived_peer_port = c.port.wrapping_add(crate::config::PEER_PORT_OFFSET);
+        let log_level = crate::cmd::config::palisade_log_level(&v("loglevel"));
+        let log_level = if crate::cmd::config::redis_log_level(&c.log_level) == v("loglevel") {
+            c.log_level.clone()
+        } else {
+            log_level.to_string()
+        };
+        vec![
+            ("bind", Some(Text(c.bind.clone()))),
+            ("port", Some(Integer(c.port.into()))),
+            ("dir", Some(Text(c.dir.display().to_string()))),
+            ("requirepass", self.requirepass().map(Text)),
+            ("node-id", Some(Integer(c.node_id as i64))),
+            (
+                "peer-port",
+                (c.peer_port != derived_peer_port).then_some(Integer(c.peer_port.into())),
+            ),
+            ("peers", (!peers.is_empty()).then_some(Text(peers))),
+            ("maxclients", int("maxclients")),
+            ("proto-max-bulk-len", int("proto-max-bulk-len")),
+            ("max-multibulk-len", int("max-multibulk-len")),
+            (
+                "client-query-buffer-limit",
+                int("client-query-buffer-limit"),
+            ),
+            ("write-timeout-ms", Some(Integer(c.write_timeout_ms as i64))),
+            ("snapshot-every", Some(Integer(c.snapshot_every as i64))),
+            ("lock-delay-ms", int("lock-delay-ms")),
+            ("log-level", Some(Text(log_level))),
+            ("join", Some(Boolean(c.join))),
+        ]
+    }
+
     /// Gathers INFO's fields.
     pub fn info(&self) -> InfoData {
         let m = self.raft.metrics().borrow_watched().clone();
@@ -212,7 +320,7 @@ impl Shared {
             uptime_secs: self.started.elapsed().as_secs(),
             connected_clients: self.clients.len(),
             blocked_clients: self.clients.blocked(),
-            maxclients: self.config.maxclients,
+            maxclients: self.maxclients(),
             used_memory_rss: rss_bytes(),
             allocator,
             used_memory_peak: self.stats.note_memory(allocator.0),
@@ -355,6 +463,38 @@ fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The CONFIG values the node starts with: its settings under their parameter names.
+fn start_params(c: &Config, port: u16) -> Vec<(&'static str, String)> {
+    let l = &c.limits;
+    vec![
+        ("bind", c.bind.clone()),
+        ("port", port.to_string()),
+        ("dir", c.dir.display().to_string()),
+        ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        ("maxclients", c.maxclients.to_string()),
+        ("proto-max-bulk-len", l.max_bulk_len.to_string()),
+        ("client-query-buffer-limit", l.max_query_buffer.to_string()),
+        ("max-multibulk-len", l.max_multibulk_len.to_string()),
+        (
+            "loglevel",
+            crate::cmd::config::redis_log_level(&c.log_level).into(),
+        ),
+        ("lock-delay-ms", c.lock_delay_ms.to_string()),
+        ("write-timeout-ms", c.write_timeout_ms.to_string()),
+        ("node-id", c.node_id.to_string()),
+        ("peer-port", c.peer_port.to_string()),
+        ("snapshot-every", c.snapshot_every.to_string()),
+    ]
+}
+
 fn random_run_id() -> String {
     use rand::Rng;
     let mut rng = rand::thread_rng();
@@ -416,6 +556,10 @@ impl Server {
             db: node.db.clone(),
             sync: node.sync.clone(),
             waiters: lockwait::Waiters::new(config.node_id, clock.boot),
+            settings: crate::cmd::config::Store::new(&start_params(&config, addr.port())),
+            slowlog: Default::default(),
+            started_unix: unix_secs(),
+            shutdown: tokio::sync::Notify::new(),
             config,
         });
         // Subscribed before the first client connects, so that no grant to a waiter is missed.
@@ -451,6 +595,16 @@ impl Server {
     /// The bound client address.
     pub fn addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// Installs the function that CONFIG SET loglevel calls to change the log filter.
+    pub fn set_log_hook(&self, hook: crate::cmd::config::LogHook) {
+        self.shared.settings.set_log_hook(hook);
+    }
+
+    /// Returns when a client has asked this node to stop (SHUTDOWN).
+    pub async fn shutdown_requested(&self) {
+        self.shared.shutdown.notified().await
     }
 
     /// Ordered shutdown: stop accepting, close sessions (their in-flight commands finish or
@@ -489,7 +643,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
                 continue;
             }
         };
-        if shared.clients.len() >= shared.config.maxclients {
+        if shared.clients.len() >= shared.maxclients() {
             shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 use tokio::io::AsyncWriteExt;

@@ -29,7 +29,9 @@ use tracing::Instrument;
 use super::errors::write_timeout;
 use super::Shared;
 use crate::cmd::client::ClientCmd;
+use crate::cmd::config::ConfigCmd;
 use crate::cmd::connection::Hello;
+use crate::cmd::object::{self, KeyQuery, Question};
 use crate::cmd::{self, Command, ConnCmd, Request};
 use crate::resp::{parse_request, Args, Protocol, Reply};
 
@@ -53,14 +55,40 @@ pub struct Session {
     counts: stats::Local,
     /// How the command being handled is counted ([`Session::handle`] sets it).
     outcome: stats::Outcome,
+    /// The client's `ip:port` (SLOWLOG entries).
+    peer: String,
 }
 
 enum Slot {
     Ready(Reply),
-    Write(oneshot::Receiver<Reply>, Instant),
-    Read(oneshot::Receiver<Reply>, Instant),
+    Write(oneshot::Receiver<Reply>, Instant, Option<Timed>),
+    Read(oneshot::Receiver<Reply>, Instant, Option<Timed>),
     /// A PUBLISH: its reply becomes the number of local receivers of the channel.
-    Publish(oneshot::Receiver<Reply>, Instant, Bytes),
+    Publish(oneshot::Receiver<Reply>, Instant, Bytes, Option<Timed>),
+}
+
+/// A command the slow log may record once its reply is ready.
+struct Timed {
+    started: std::time::Instant,
+    argv: Vec<Bytes>,
+}
+
+/// The time since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Commands refused while queueing, which dooms the transaction as in Redis: those flagged
+/// `no_multi` (SHUTDOWN), and OBJECT and MEMORY, whose reads of a key EXEC's single
+/// replicated unit cannot hold.
+fn refused_inside_multi(spec: &cmd::Spec) -> bool {
+    spec.flags.contains(&"no_multi") || matches!(spec.name, "object" | "memory")
+}
+
+fn reply_is_wrongtype(r: &Reply) -> bool {
+    matches!(r, Reply::Error(e) if e.starts_with("WRONGTYPE"))
 }
 
 /// Waits for a write's reply until its deadline.
@@ -93,8 +121,9 @@ pub async fn serve(
         .map(|a| a.to_string())
         .unwrap_or_default();
     let span = tracing::info_span!("conn", conn_id = id, peer = %peer);
+    let peer_field = peer.clone();
     async move {
-        let authed = shared.config.requirepass.is_none();
+        let authed = shared.requirepass().is_none();
         let mut s = Session {
             id,
             proto: Protocol::Resp2,
@@ -109,6 +138,7 @@ pub async fn serve(
             stop: stop.clone(),
             counts: stats::Local::default(),
             outcome: stats::Outcome::Called,
+            peer: peer_field,
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -125,9 +155,10 @@ impl Session {
         stream: &mut TcpStream,
         stop: &mut watch::Receiver<bool>,
     ) -> std::io::Result<()> {
-        let limits = self.shared.config.limits;
         let mut buf = BytesMut::with_capacity(16 * 1024);
         loop {
+            // Read each time: CONFIG SET may have changed them.
+            let limits = self.shared.limits();
             let mut requests = Vec::new();
             let mut fatal = None;
             let mut capped = false;
@@ -254,11 +285,19 @@ impl Session {
             self.reject();
         }
         if self.txn.active() && !blocking::runs_inside_multi(&name) {
-            if resolved.is_ok() {
-                // Counted when EXEC runs it.
-                self.outcome = stats::Outcome::Uncounted;
-            }
-            let reply = self.queue(resolved, argv);
+            let reply = match &resolved {
+                Ok(spec) if refused_inside_multi(spec) => {
+                    self.txn.dirty = true;
+                    Reply::err("ERR Command not allowed inside a transaction")
+                }
+                _ => {
+                    if resolved.is_ok() {
+                        // Counted when EXEC runs it.
+                        self.outcome = stats::Outcome::Uncounted;
+                    }
+                    self.queue(resolved, argv)
+                }
+            };
             self.slots.push(Slot::Ready(reply));
             return Ok(());
         }
@@ -276,6 +315,7 @@ impl Session {
             Ok(spec) if spec.name.starts_with("raft.") => Some(argv.clone()),
             _ => None,
         };
+        let timed = self.timed(&argv);
         let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
@@ -301,8 +341,8 @@ impl Session {
                 };
                 let rx = shared.proposer.submit(c);
                 self.slots.push(match channel {
-                    Some(ch) => Slot::Publish(rx, deadline(), ch),
-                    None => Slot::Write(rx, deadline()),
+                    Some(ch) => Slot::Publish(rx, deadline(), ch, timed),
+                    None => Slot::Write(rx, deadline(), timed),
                 });
             }
             Ok(Request::Read(c)) => {
@@ -314,7 +354,7 @@ impl Session {
                     self.finish_slots(stream).await?;
                 }
                 self.slots
-                    .push(Slot::Read(shared.reader.submit(c), deadline()));
+                    .push(Slot::Read(shared.reader.submit(c), deadline(), timed));
             }
             Ok(Request::Conn(ConnCmd::Txn(t))) => {
                 self.finish_slots(stream).await?;
@@ -336,9 +376,23 @@ impl Session {
                     .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.slots.extend(replies.into_iter().map(Slot::Ready));
             }
+            Ok(Request::Conn(ConnCmd::KeyInfo(q))) => {
+                self.finish_slots(stream).await?;
+                let reply = self.key_info(q).await;
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Conn(ConnCmd::Shutdown)) => {
+                // No reply: the connection closes, and the node stops in order.
+                self.finish_slots(stream).await?;
+                tracing::warn!("SHUTDOWN requested by a client");
+                self.shared.shutdown.notify_one();
+                self.quit = true;
+            }
             Ok(Request::Conn(c)) => {
                 self.finish_slots(stream).await?;
                 let reply = self.conn(c);
+                self.record(timed);
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Admin(c)) => {
@@ -361,16 +415,17 @@ impl Session {
     async fn finish_slots(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
         self.counts.close_done();
         for slot in std::mem::take(&mut self.slots) {
-            let reply = match slot {
-                Slot::Ready(r) => r,
-                Slot::Write(rx, deadline) => await_write(rx, deadline).await,
-                Slot::Read(rx, deadline) => await_read(rx, deadline).await,
-                Slot::Publish(rx, deadline, channel) => {
+            let (reply, timed) = match slot {
+                Slot::Ready(r) => (r, None),
+                Slot::Write(rx, deadline, t) => (await_write(rx, deadline).await, t),
+                Slot::Read(rx, deadline, t) => (await_read(rx, deadline).await, t),
+                Slot::Publish(rx, deadline, channel, t) => {
                     let reply = await_write(rx, deadline).await;
-                    self.publish_count(reply, &channel)
+                    (self.publish_count(reply, &channel), t)
                 }
             };
             self.counts.reply(&reply);
+            self.record(timed);
             reply.encode(self.proto, &mut self.out);
             if self.out.len() >= OUT_FLUSH {
                 self.flush(stream).await?;
@@ -415,7 +470,7 @@ impl Session {
                     .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.proto = Protocol::Resp2;
                 self.name = None;
-                self.authed = self.shared.config.requirepass.is_none();
+                self.authed = self.shared.requirepass().is_none();
                 self.shared.clients.update(self.id, |c| {
                     c.name.clear();
                     c.resp = 2;
@@ -427,21 +482,122 @@ impl Session {
             ConnCmd::Info(sections) => {
                 Reply::Verbatim(crate::cmd::info::render(&sections, &self.shared.info()))
             }
+            ConnCmd::Config(c) => self.config_cmd(c),
+            ConnCmd::Time => crate::cmd::time::reply(unix_now()),
+            ConnCmd::LastSave => Reply::Int(self.shared.started_unix),
+            ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
+            // Never queued (`refused_inside_multi`); handled in `handle` otherwise.
+            ConnCmd::Shutdown | ConnCmd::KeyInfo(_) => {
+                Reply::err("ERR Command not allowed inside a transaction")
+            }
             // Handled in `handle` (they need to await or change the session's mode).
             ConnCmd::Txn(_) | ConnCmd::Sub(_) => Reply::err("ERR internal: misrouted command"),
         }
     }
 
+    /// The start of a command the slow log may record (None while it is off).
+    fn timed(&self, argv: &[Bytes]) -> Option<Timed> {
+        let live = &self.shared.settings.live;
+        (live.slowlog_slower_than.load(Ordering::Relaxed) >= 0).then(|| Timed {
+            started: std::time::Instant::now(),
+            argv: argv.to_vec(),
+        })
+    }
+
+    /// Records a finished command in the slow log if it took long enough.
+    fn record(&self, timed: Option<Timed>) {
+        let Some(t) = timed else { return };
+        let live = &self.shared.settings.live;
+        let slower_than = live.slowlog_slower_than.load(Ordering::Relaxed);
+        let micros = t.started.elapsed().as_micros() as u64;
+        if slower_than < 0 || micros < slower_than as u64 {
+            return;
+        }
+        let entry = cmd::slowlog::Entry {
+            id: 0,
+            unix_secs: unix_now().as_secs() as i64,
+            micros,
+            argv: cmd::slowlog::shorten(&t.argv),
+            addr: self.peer.clone(),
+            name: self.name.clone().unwrap_or_default(),
+        };
+        let max_len = live.slowlog_max_len.load(Ordering::Relaxed);
+        self.shared.slowlog.push(entry, max_len);
+    }
+
+    fn config_cmd(&self, c: ConfigCmd) -> Reply {
+        match c {
+            ConfigCmd::Get(patterns) => self.shared.settings.get(&patterns),
+            ConfigCmd::Set(pairs) => self.shared.settings.set(&pairs),
+            ConfigCmd::ResetStat => {
+                self.shared.reset_stats();
+                Reply::ok()
+            }
+            ConfigCmd::Rewrite => self.shared.rewrite_config(),
+        }
+    }
+
+    /// One read through the read path (as a client's read: linearizable, forwarded).
+    async fn read(&self, argv: Vec<Bytes>) -> Reply {
+        match cmd::parse(argv) {
+            Ok(Request::Read(c)) => {
+                await_read(self.shared.reader.submit(c), self.write_deadline()).await
+            }
+            _ => Reply::err("ERR internal: not a read"),
+        }
+    }
+
+    /// OBJECT and MEMORY USAGE: reads the key's type, then its value, and answers as Redis
+    /// would for that value (nil for a missing key). A key that changes type between the
+    /// two reads is read again.
+    async fn key_info(&self, q: KeyQuery) -> Reply {
+        let mut value = None;
+        for _ in 0..3 {
+            let kind = match self
+                .read(vec![Bytes::from_static(b"TYPE"), q.key.clone()])
+                .await
+            {
+                Reply::Simple(kind) => kind,
+                other => return other,
+            };
+            let Some(argv) = object::value_read(&kind, &q.key) else {
+                break;
+            };
+            let reply = self.read(argv).await;
+            if reply.is_error() && !reply_is_wrongtype(&reply) {
+                return reply;
+            }
+            value = object::Value::from_reply(&kind, reply);
+            if value.is_some() {
+                break;
+            }
+        }
+        let Some(v) = value else { return Reply::Nil };
+        let number = |name: &str| self.shared.settings.value(name).parse().unwrap_or(0);
+        let t = object::Thresholds {
+            hash_entries: number("hash-max-listpack-entries"),
+            hash_value: number("hash-max-listpack-value"),
+            list_size: number("list-max-listpack-size"),
+        };
+        match q.question {
+            Question::Encoding => Reply::text(v.encoding(&t)),
+            Question::Freq => Reply::err(object::NOT_LFU),
+            Question::IdleTime => Reply::Int(0),
+            Question::RefCount => Reply::Int(v.refcount()),
+            Question::Memory => Reply::Int(v.memory_usage(&q.key, &t)),
+        }
+    }
+
     fn check_password(&self, user: Option<&[u8]>, pass: &[u8]) -> bool {
         let user_ok = user.is_none_or(|u| u == b"default");
-        match &self.shared.config.requirepass {
+        match &self.shared.requirepass() {
             Some(p) => user_ok && p.as_bytes() == pass,
             None => user_ok,
         }
     }
 
     fn auth(&mut self, user: Option<Bytes>, pass: Bytes) -> Reply {
-        if user.is_none() && self.shared.config.requirepass.is_none() {
+        if user.is_none() && self.shared.requirepass().is_none() {
             return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
         }
         if self.check_password(user.as_deref(), &pass) {

@@ -686,37 +686,6 @@ mod tests {
         assert_eq!(holder(&ks, 9), None);
     }
 
-    /// One eviction entry that frees two queued locks grants each a token of its own.
-    #[test]
-    fn one_eviction_entry_grants_each_freed_lock_its_own_token() {
-        let mut ks = Keyspace::default();
-        for key in ["k", "m"] {
-            crate::cmd::run_line(&mut ks, &format!("LOCK {key} a PX 100"), 0);
-            let (key, owner) = (b(key), b("w"));
-            let a = Acquire {
-                key: &key,
-                owner: &owner,
-                ttl_ms: 100,
-                delay_ms: 0,
-                wait: Some((id(1), None)),
-            };
-            assert_eq!(ks.lock_acquire(a, 1, ks.revision()), Acquired::Queued);
-        }
-        let evict = crate::cmd::Command::Evict(crate::cmd::evict::Evict {
-            keys: vec![b("k"), b("m")],
-        });
-        ks.take_events();
-        let revision = ks.bump_revision();
-        evict.apply(&mut ks, crate::cmd::Ctx { now: 100, revision });
-        let tokens: Vec<u64> = grants(&mut ks).into_iter().map(|(_, t, _)| t).collect();
-        assert_eq!(tokens.len(), 2, "both locks went to their waiters");
-        assert_ne!(tokens[0], tokens[1], "one token for two grants: {tokens:?}");
-        assert!(
-            ks.revision() >= tokens[1],
-            "the revision moved past every token"
-        );
-    }
-
     #[test]
     fn a_deleted_lock_is_due_for_its_waiter() {
         let mut ks = Keyspace::default();

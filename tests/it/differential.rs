@@ -907,3 +907,353 @@ fn command_docs_names_match_redis() {
         assert_eq!(got, want, "{line}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Server commands: CONFIG, SLOWLOG, LATENCY, SWAPDB, OBJECT, MEMORY USAGE, SHUTDOWN
+// ---------------------------------------------------------------------------------------
+
+/// Replies that are the same on both servers. Left out, each for its reason: CONFIG GET of
+/// port and dir (the test servers' own), appendonly and appendfsync (Palisade says what it
+/// does: `yes` and `always`; the harness starts Redis with `appendonly no`), CONFIG GET with
+/// several matches (Redis orders them by a seeded hash: see `config_get_globs_match_redis`),
+/// OBJECT ENCODING of lists (Palisade answers as Redis 7.2, whose small lists are listpacks;
+/// Debian's 7.0 always says quicklist), LATENCY DOCTOR and the HELP of MEMORY (their own
+/// text), TIME, LASTSAVE and SLOWLOG entries (clocks: `server_clock_replies`).
+fn server_command_steps() -> Vec<Step> {
+    let mut s: Vec<Step> = [
+        "CONFIG GET maxclients",
+        "CONFIG GET MaxClients",
+        "CONFIG GET maxclients maxclients",
+        "CONFIG GET hash-max-listpack-entr?",
+        "CONFIG GET nosuchparameter",
+        "CONFIG GET nosuch*",
+        "CONFIG GET hash-max-ziplist-entries",
+        "CONFIG GET hash-max-listpack-value",
+        "CONFIG GET list-max-listpack-size",
+        "CONFIG GET list-max-ziplist-size",
+        "CONFIG GET zset-max-listpack-entries",
+        "CONFIG GET set-max-intset-entries",
+        "CONFIG GET proto-max-bulk-len",
+        "CONFIG GET client-query-buffer-limit",
+        "CONFIG GET databases",
+        "CONFIG GET maxmemory",
+        "CONFIG GET maxmemory-policy",
+        "CONFIG GET maxmemory-samples",
+        "CONFIG GET timeout",
+        "CONFIG GET notify-keyspace-events",
+        "CONFIG GET save",
+        "CONFIG GET requirepass",
+        "CONFIG GET bind",
+        "CONFIG GET daemonize",
+        "CONFIG GET loglevel",
+        "CONFIG GET slowlog-log-slower-than",
+        "CONFIG GET slowlog-max-len",
+        "CONFIG GET latency-monitor-threshold",
+        "CONFIG GET lazyfree-lazy-user-del",
+        "CONFIG GET cluster-enabled",
+        // Arity, subcommands, help.
+        "CONFIG",
+        "CONFIG GET",
+        "CONFIG SET maxclients",
+        "CONFIG SET maxclients 10 maxclients",
+        "CONFIG FOO",
+        "CONFIG HELP",
+        "CONFIG HELP x",
+        "CONFIG RESETSTAT",
+        "CONFIG RESETSTAT x",
+        "CONFIG REWRITE",
+        "CONFIG REWRITE x",
+        // CONFIG SET's refusals, and what is left unchanged by them.
+        "CONFIG SET nosuch 1",
+        "CONFIG SET maxclients 100 nosuch 1",
+        "CONFIG SET databases 2 nosuch 1",
+        "CONFIG GET maxclients",
+        "CONFIG SET maxclients abc",
+        "CONFIG SET MAXCLIENTS 0",
+        "CONFIG SET maxclients 01",
+        "CONFIG SET maxclients 10 maxclients 20",
+        "CONFIG SET maxclients 100 appendonly maybe",
+        "CONFIG GET maxclients",
+        "CONFIG SET databases 2",
+        "CONFIG SET daemonize no",
+        "CONFIG SET DIR /tmp",
+        "CONFIG SET maxmemory-policy bogus",
+        "CONFIG SET proto-max-bulk-len 10",
+        "CONFIG SET proto-max-bulk-len 1xb",
+        "CONFIG SET client-query-buffer-limit 10",
+        "CONFIG SET maxmemory -1",
+        "CONFIG SET loglevel bogus",
+        "CONFIG SET slowlog-log-slower-than -5",
+        "CONFIG SET slowlog-max-len -1",
+        "CONFIG SET timeout -1",
+        "CONFIG SET notify-keyspace-events bogus",
+        "CONFIG SET save 900",
+        "CONFIG SET Hash-Max-Ziplist-Entries -1",
+        "CONFIG SET list-max-listpack-size 99999999999",
+        // CONFIG SET that takes effect.
+        "CONFIG SET maxclients 5000 slowlog-max-len 64",
+        "CONFIG GET maxclients",
+        "CONFIG GET slowlog-max-len",
+        "CONFIG SET proto-max-bulk-len 2mb",
+        "CONFIG GET proto-max-bulk-len",
+        "CONFIG SET client-query-buffer-limit 1gb",
+        "CONFIG GET client-query-buffer-limit",
+        "CONFIG SET hash-max-ziplist-entries 200",
+        "CONFIG GET hash-max-listpack-entries",
+        "CONFIG SET maxmemory-policy ALLKEYS-LRU",
+        "CONFIG GET maxmemory-policy",
+        "CONFIG SET maxmemory-policy noeviction",
+        "CONFIG SET loglevel warning",
+        "CONFIG GET loglevel",
+        "CONFIG SET loglevel notice",
+        "CONFIG SET lazyfree-lazy-user-del yes",
+        "CONFIG GET lazyfree-lazy-user-del",
+        // SWAPDB with one database.
+        "SWAPDB 0 0",
+        "SWAPDB 0 1",
+        "SWAPDB a 0",
+        "SWAPDB 0 b",
+        "SWAPDB 0",
+        // LATENCY with monitoring off.
+        "LATENCY LATEST",
+        "LATENCY HISTORY command",
+        "LATENCY RESET",
+        "LATENCY RESET command fork",
+        "LATENCY GRAPH command",
+        "LATENCY HISTOGRAM nosuchcommand",
+        "LATENCY HELP",
+        "LATENCY FOO",
+        "LATENCY",
+        "LATENCY LATEST x",
+        // SLOWLOG with nothing slow (the default threshold is 10 ms).
+        "SLOWLOG RESET",
+        "SLOWLOG LEN",
+        "SLOWLOG GET",
+        "SLOWLOG GET -1",
+        "SLOWLOG GET -2",
+        "SLOWLOG GET abc",
+        "SLOWLOG LEN x",
+        "SLOWLOG FOO",
+        "SLOWLOG HELP",
+        "SLOWLOG",
+        // SHUTDOWN's refusals (a SHUTDOWN that stops is in tests/it/config.rs).
+        "SHUTDOWN FOO",
+        "SHUTDOWN NOSAVE SAVE",
+        "SHUTDOWN ABORT",
+        "SHUTDOWN ABORT NOW",
+        // SHUTDOWN inside MULTI is refused while queueing and dooms the transaction.
+        "MULTI",
+        "SHUTDOWN",
+        "EXEC",
+        // OBJECT and MEMORY USAGE, by value.
+        "OBJECT ENCODING nokey",
+        "OBJECT REFCOUNT nokey",
+        "MEMORY USAGE nokey",
+        "SET n 123",
+        "OBJECT ENCODING n",
+        "OBJECT REFCOUNT n",
+        "MEMORY USAGE n",
+        "SET n 10000",
+        "OBJECT REFCOUNT n",
+        "MEMORY USAGE n",
+        "SET n -5",
+        "OBJECT ENCODING n",
+        "SET s v",
+        "OBJECT ENCODING s",
+        "OBJECT REFCOUNT s",
+        "OBJECT IDLETIME s",
+        "OBJECT FREQ s",
+        "MEMORY USAGE s",
+        "MEMORY USAGE s SAMPLES 5",
+        "MEMORY USAGE s SAMPLES 0",
+        "MEMORY USAGE s samples",
+        "MEMORY USAGE s SAMPLES -1",
+        "MEMORY USAGE s SAMPLES x",
+        "MEMORY USAGE s FOO 1",
+        "SET z 0123",
+        "OBJECT ENCODING z",
+        "SET big 12345678901234567890",
+        "OBJECT ENCODING big",
+        "MEMORY USAGE big",
+        "INCR c",
+        "OBJECT ENCODING c",
+        "OBJECT REFCOUNT c",
+        "HSET h a 1 b 2",
+        "OBJECT ENCODING h",
+        "MEMORY USAGE h",
+        "OBJECT ENCODING",
+        "OBJECT FOO s",
+        "OBJECT HELP",
+        "OBJECT",
+        "MEMORY FOO",
+        "MEMORY",
+        "MEMORY PURGE",
+    ]
+    .iter()
+    .map(|l| same(l))
+    .collect();
+    let a44 = "a".repeat(44);
+    let a45 = "a".repeat(45);
+    let x65 = "x".repeat(65);
+    for args in [
+        vec!["SET", "e", a44.as_str()],
+        vec!["OBJECT", "ENCODING", "e"],
+        vec!["MEMORY", "USAGE", "e"],
+        vec!["SET", "r", a45.as_str()],
+        vec!["OBJECT", "ENCODING", "r"],
+        vec!["MEMORY", "USAGE", "r"],
+        vec!["HSET", "hh", "f", x65.as_str()],
+        vec!["OBJECT", "ENCODING", "hh"],
+        vec!["MEMORY", "USAGE", "hh"],
+        vec!["CONFIG", "SET", "hash-max-listpack-entries", "1"],
+        vec!["HSET", "h2", "a", "1", "b", "2"],
+        vec!["OBJECT", "ENCODING", "h2"],
+        // The fixed ones accept the value they have.
+        vec![
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "0",
+            "timeout",
+            "0",
+            "notify-keyspace-events",
+            "",
+        ],
+    ] {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        s.push(same_args(&args));
+    }
+    s
+}
+
+#[test]
+fn server_commands_resp2() {
+    diff(2, &server_command_steps());
+}
+
+#[test]
+fn server_commands_resp3() {
+    diff(3, &server_command_steps());
+}
+
+/// The pairs of a CONFIG GET reply (RESP2: a flat array).
+fn config_pairs(reply: &[u8]) -> BTreeMap<String, String> {
+    use redis_protocol::resp2::types::OwnedFrame as F;
+    let F::Array(items) = decode2(reply) else {
+        panic!("CONFIG GET is not an array: {}", show(reply));
+    };
+    let text = |f: &F| match f {
+        F::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("not a bulk string: {other:?}"),
+    };
+    items
+        .chunks(2)
+        .map(|p| (text(&p[0]), text(&p[1])))
+        .collect()
+}
+
+/// CONFIG GET with several matches: Redis lists them in the order of a hash with a random
+/// seed, so the pairs are compared as sets. For `*`, every parameter Palisade shows that
+/// Redis also has must have Redis's value, but for those whose value is legitimately the
+/// node's own (its port and directory) or Palisade's persistence (every write is fsync'd:
+/// appendonly yes, appendfsync always).
+#[test]
+fn config_get_globs_match_redis() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    for line in [
+        "CONFIG GET hash-max-*",
+        "CONFIG GET *max-*-entries slowlog-*",
+        "CONFIG GET maxclients MAXCLIENTS max*lients",
+        "CONFIG GET lazyfree-* timeout",
+    ] {
+        let want = config_pairs(&rc.c(line));
+        let got = config_pairs(&pc.c(line));
+        for (k, v) in &got {
+            assert_eq!(want.get(k), Some(v), "{line}: {k}");
+        }
+        let missing: Vec<&String> = want.keys().filter(|k| !got.contains_key(*k)).collect();
+        assert!(
+            missing
+                .iter()
+                .all(|k| k.starts_with("stream") || k.contains("set-max-listpack")),
+            "{line}: Palisade lacks {missing:?}"
+        );
+    }
+    let want = config_pairs(&rc.c("CONFIG GET *"));
+    let got = config_pairs(&pc.c("CONFIG GET *"));
+    let own = ["port", "dir", "appendonly", "appendfsync"];
+    let shared: Vec<&String> = got.keys().filter(|k| want.contains_key(*k)).collect();
+    assert!(shared.len() >= 30, "only {} Redis parameters", shared.len());
+    for k in shared {
+        if !own.contains(&k.as_str()) {
+            assert_eq!(got.get(k), want.get(k), "CONFIG GET * {k}");
+        }
+    }
+    assert_eq!(got.get("appendonly").map(String::as_str), Some("yes"));
+    assert_eq!(got.get("appendfsync").map(String::as_str), Some("always"));
+    assert_eq!(
+        got.get("port").map(String::as_str),
+        Some(pal.port().to_string().as_str())
+    );
+}
+
+/// TIME, LASTSAVE, LATENCY DOCTOR and SLOWLOG entries carry clocks, durations and
+/// addresses: their shape is Redis's, their values this node's.
+#[test]
+fn server_clock_replies() {
+    for proto in [2u8, 3] {
+        let redis = RedisServer::start();
+        let pal = Server::start();
+        let (mut rc, mut pc) = (redis.conn(), pal.conn());
+        if proto == 3 {
+            rc.c("HELLO 3");
+            pc.c("HELLO 3");
+        }
+        let now = unix_ms() / 1000;
+        for c in [&mut rc, &mut pc] {
+            let time = c.c("TIME");
+            let parts = split_frames(&time[4..], proto);
+            assert!(
+                time.starts_with(b"*2\r\n") && parts.len() == 2,
+                "{}",
+                show(&time)
+            );
+            let secs: i64 = String::from_utf8(as_bulk(&parts[0]).unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            let micros: i64 = String::from_utf8(as_bulk(&parts[1]).unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((secs - now).abs() <= 5 && (0..1_000_000).contains(&micros));
+            let last = as_int(&c.c("LASTSAVE"));
+            assert!(last <= now + 5 && last >= now - 600, "LASTSAVE {last}");
+        }
+        let (rd, pd) = (rc.c("LATENCY DOCTOR"), pc.c("LATENCY DOCTOR"));
+        let kind = if proto == 3 { b'=' } else { b'$' };
+        assert!(
+            rd[0] == kind && pd[0] == kind,
+            "{} {}",
+            show(&rd),
+            show(&pd)
+        );
+        for c in [&mut rc, &mut pc] {
+            c.c("CONFIG SET slowlog-log-slower-than 0");
+            c.c("CLIENT SETNAME me");
+            c.c("SET k v");
+            let entries = c.c("SLOWLOG GET 1");
+            assert!(entries.starts_with(b"*1\r\n*6\r\n:"), "{}", show(&entries));
+            let fields = split_frames(&entries[8..], proto);
+            assert_eq!(fields.len(), 6, "{}", show(&entries));
+            assert!(try_int(&fields[0]).is_some() && try_int(&fields[2]).is_some());
+            assert!((as_int(&fields[1]) - now).abs() <= 5);
+            assert_eq!(fields[3], b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+            let addr = String::from_utf8(as_bulk(&fields[4]).unwrap()).unwrap();
+            assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+            assert_eq!(fields[5], b"$2\r\nme\r\n");
+        }
+    }
+}

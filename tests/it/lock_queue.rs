@@ -285,15 +285,15 @@ fn next_port(ports: &[u16], port: u16, dead: u16) -> u16 {
     alive[i % alive.len()]
 }
 
-/// A holder process renews its 600 ms lease every 100 ms and is SIGSTOPped. With DELAY 1500,
+/// A holder process renews its 1.5 s lease every 100 ms and is SIGSTOPped. With DELAY 1500,
 /// nobody is granted the key before its lease has run out and 1.5 s more have passed; during
 /// the delay LOCKINFO shows it and a LOCK without WAIT gets nil.
 #[test]
 fn a_lock_delay_keeps_a_paused_holders_key_until_ttl_plus_delay() {
     let srv = Server::start();
     let port = srv.port().to_string();
-    let script = "redis-cli -p $P LOCK d holder PX 600 DELAY 1500 >/dev/null; \
-                  while :; do redis-cli -p $P RENEW d holder PX 600 >/dev/null; sleep 0.1; done";
+    let script = "redis-cli -p $P LOCK d holder PX 1500 DELAY 1500 >/dev/null; \
+                  while :; do redis-cli -p $P RENEW d holder PX 1500 >/dev/null; sleep 0.1; done";
     let mut proc = Command::new("sh")
         .args(["-c", script])
         .env("P", &port)
@@ -308,14 +308,22 @@ fn a_lock_delay_keeps_a_paused_holders_key_until_ttl_plus_delay() {
     let p = srv.port();
     let waiter = thread::spawn(move || {
         let mut w = Conn::connect(p);
-        let r = w.c("LOCK d w PX 1000 WAIT 10000");
+        let r = w.c("LOCK d w PX 1000 WAIT 15000");
         (r, Instant::now())
     });
     wait_for(Duration::from_secs(5), "w queued", || {
         (waiters(&mut c, "d") == 1).then_some(())
     });
     signal(proc.id(), "STOP");
-    let stopped = Instant::now();
+    // A RENEW already under way finishes; after it, the lease left is what LOCKINFO reads.
+    // The read happens after `asked`, so the lease ends no earlier than `asked + pttl`.
+    thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let pttl: u64 = lockinfo_field(&mut c, "d", "pttl")
+        .expect("still held")
+        .parse()
+        .expect("pttl");
+    assert!(pttl > 0, "the lease is still running");
     // In the delay: free, but not grantable.
     wait_for(Duration::from_secs(5), "the lease to run out", || {
         (lockinfo_field(&mut c, "d", "owner").as_deref() == Some("nil")).then_some(())
@@ -336,12 +344,11 @@ fn a_lock_delay_keeps_a_paused_holders_key_until_ttl_plus_delay() {
         "w is granted d after the delay: {}",
         show(&r)
     );
-    // The last renewal was at most ~150 ms before the stop (every 100 ms, plus redis-cli's
-    // start), so the lease ran until at least stop + 450 ms, and the delay 1.5 s after that.
-    let waited = granted.duration_since(stopped);
+    let waited = granted.duration_since(asked);
+    let least = Duration::from_millis(pttl + 1500 - 5); // ms rounding
     assert!(
-        waited >= Duration::from_millis(1900),
-        "granted {waited:?} after the stop"
+        waited >= least,
+        "granted {waited:?} after a read that left {pttl} ms of lease (at least {least:?})"
     );
     signal(proc.id(), "CONT");
     let _ = proc.kill();

@@ -15,6 +15,7 @@ mod blpop;
 mod chaos;
 mod cluster;
 mod cluster_scripting;
+mod config;
 mod differential;
 mod durability;
 mod golden;

@@ -673,6 +673,21 @@ impl Server {
         self.spawn();
     }
 
+    /// Waits up to `timeout` for the process to exit by itself; returns its status, or
+    /// None if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut().expect("server not running");
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Panics (with the log) unless the process is still running and answers PING on a
     /// fresh connection.
     #[track_caller]
