@@ -82,6 +82,8 @@ pub enum ConnCmd {
     Txn(super::multi::TxnCmd),
     /// (P)SUBSCRIBE, (P)UNSUBSCRIBE.
     Sub(super::subscribe::SubCmd),
+    /// PUBSUB subcommands (this node's subscriptions).
+    PubSub(super::pubsub::PubSubCmd),
     /// CONFIG subcommands.
     Config(super::config::ConfigCmd),
     /// TIME.

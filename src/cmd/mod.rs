@@ -39,6 +39,7 @@ pub mod memory;
 pub mod multi;
 pub mod object;
 pub mod publish;
+pub mod pubsub;
 pub mod raft;
 pub mod registry;
 pub mod renew;
@@ -103,6 +104,7 @@ registry::commands! {
     blpop: [28 => BPop(BPop)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
+    pubsub: [],
     multi: [34 => Exec(Exec), 35 => Versions(Versions)],
     eval: [31 => Eval(Eval), 32 => EvalRo(EvalRo)],
     script: [33 => Script(Script)],

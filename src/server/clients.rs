@@ -120,12 +120,31 @@ impl Clients {
     /// Channels with a subscriber on this node, and distinct patterns subscribed to
     /// (INFO `pubsub_channels`, `pubsub_patterns`).
     pub fn pubsub_counts(&self) -> (usize, usize) {
-        let Ok(m) = self.subs.lock() else {
-            return (0, 0);
-        };
-        let channels: BTreeSet<&Bytes> = m.values().flat_map(|s| &s.channels).collect();
-        let patterns: BTreeSet<&Bytes> = m.values().flat_map(|s| &s.patterns).collect();
+        let (channels, patterns) = self.subscribed();
         (channels.len(), patterns.len())
+    }
+
+    /// Every channel with a subscriber on this node, and every subscribed pattern, each once.
+    pub fn subscribed(&self) -> (BTreeSet<Bytes>, BTreeSet<Bytes>) {
+        let Ok(m) = self.subs.lock() else {
+            return Default::default();
+        };
+        let channels = m
+            .values()
+            .flat_map(|s| s.channels.iter().cloned())
+            .collect();
+        let patterns = m
+            .values()
+            .flat_map(|s| s.patterns.iter().cloned())
+            .collect();
+        (channels, patterns)
+    }
+
+    /// How many clients of this node subscribe to `channel` itself (PUBSUB NUMSUB).
+    pub fn subscribers(&self, channel: &[u8]) -> i64 {
+        self.subs.lock().map_or(0, |m| {
+            m.values().filter(|s| s.channels.contains(channel)).count() as i64
+        })
     }
 
     /// Updates a connection's record.

@@ -443,6 +443,31 @@ impl Session {
         }
     }
 
+    /// PUBSUB: this node's subscriptions.
+    fn pubsub_info(&self, c: crate::cmd::pubsub::PubSubCmd) -> Reply {
+        use crate::cmd::pubsub::{counts, PubSubCmd};
+        let clients = &self.shared.clients;
+        match c {
+            PubSubCmd::Channels(pattern) => Reply::Array(
+                clients
+                    .subscribed()
+                    .0
+                    .into_iter()
+                    .filter(|ch| {
+                        pattern
+                            .as_ref()
+                            .is_none_or(|p| crate::state::pattern::matches(p, ch))
+                    })
+                    .map(Reply::Bulk)
+                    .collect(),
+            ),
+            PubSubCmd::NumSub(channels) => counts(channels, |ch| clients.subscribers(ch)),
+            PubSubCmd::NumPat => Reply::Int(clients.subscribed().1.len() as i64),
+            PubSubCmd::ShardChannels => Reply::Array(Vec::new()),
+            PubSubCmd::ShardNumSub(channels) => counts(channels, |_| 0),
+        }
+    }
+
     /// Executes a connection command.
     fn conn(&mut self, c: ConnCmd) -> Reply {
         match c {
@@ -486,6 +511,7 @@ impl Session {
             ConnCmd::Time => crate::cmd::time::reply(unix_now()),
             ConnCmd::LastSave => Reply::Int(self.shared.started_unix),
             ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
+            ConnCmd::PubSub(c) => self.pubsub_info(c),
             // Never queued (`refused_inside_multi`); handled in `handle` otherwise.
             ConnCmd::Shutdown | ConnCmd::KeyInfo(_) => {
                 Reply::err("ERR Command not allowed inside a transaction")

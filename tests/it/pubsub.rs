@@ -125,3 +125,81 @@ fn publish_counts_receivers_and_delivers_once() {
         (p.c("PUBLISH ch m2") == b":2\r\n").then_some(())
     });
 }
+
+/// PUBSUB's replies on one server, with two subscribers: one on `a`, `b` and `p*`, one on
+/// `a` and `p*`. CHANNELS lists channels in no set order (Redis walks a hash table), so its
+/// replies are returned sorted.
+fn introspection(port: u16, proto: u8) -> Vec<Vec<u8>> {
+    let mut s1 = Conn::connect(port);
+    let mut s2 = Conn::connect(port);
+    s1.send(&words("SUBSCRIBE a b"));
+    read_n(&mut s1, 2);
+    s1.send(&words("PSUBSCRIBE p*"));
+    read_n(&mut s1, 1);
+    s2.send(&words("SUBSCRIBE a"));
+    read_n(&mut s2, 1);
+    s2.send(&words("PSUBSCRIBE p*"));
+    read_n(&mut s2, 1);
+    let mut c = Conn::connect(port);
+    if proto == 3 {
+        c.c("HELLO 3");
+    }
+    let sorted = |r: Vec<u8>| {
+        let text = String::from_utf8_lossy(&r).into_owned();
+        let mut lines: Vec<&str> = text.split("\r\n").collect();
+        lines.sort();
+        lines.join("\n").into_bytes()
+    };
+    let mut t = vec![
+        sorted(c.c("PUBSUB CHANNELS")),
+        sorted(c.c("PUBSUB channels a*")),
+    ];
+    for line in [
+        "PUBSUB CHANNELS z*",
+        "PUBSUB NUMSUB a b c",
+        "PUBSUB NUMSUB",
+        "PUBSUB NUMPAT",
+        "PUBSUB SHARDCHANNELS",
+        "PUBSUB SHARDNUMSUB a",
+        "PUBSUB HELP",
+        "PUBSUB CHANNELS a b",
+        "PUBSUB NUMPAT x",
+        "PUBSUB FOO",
+        "PUBSUB",
+    ] {
+        t.push(c.c(line));
+    }
+    drop(s2);
+    // The server notices the closed subscriber; NUMSUB then counts one on `a`.
+    // (A flat array in RESP3 too, as Redis 7 replies.)
+    let want = b"*2\r\n$1\r\na\r\n:1\r\n";
+    let mut last = Vec::new();
+    let forgotten = (0..500).any(|_| {
+        last = c.c("PUBSUB NUMSUB a");
+        std::thread::sleep(Duration::from_millis(10));
+        last == want[..]
+    });
+    assert!(
+        forgotten,
+        "port {port}: NUMSUB a after a subscriber closed: {}",
+        show(&last)
+    );
+    t.push(c.c("PUBSUB NUMPAT"));
+    t
+}
+
+/// PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB and their errors answer as
+/// redis-server's, in RESP2 and RESP3.
+#[test]
+fn pubsub_introspection_matches_redis() {
+    for proto in [2, 3] {
+        let redis = RedisServer::start();
+        let pal = Server::start();
+        let want = introspection(redis.port(), proto);
+        let got = introspection(pal.port(), proto);
+        assert_eq!(want.len(), got.len());
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_reply(g, w, &format!("RESP{proto} PUBSUB step {i}"));
+        }
+    }
+}
