@@ -169,6 +169,19 @@ fn legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Prepares `root` for a chart: the font registered, a white background, and `title` on
+/// top; returns the area below the title.
+fn canvas<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+) -> anyhow::Result<DrawingArea<DB, Shift>> {
+    register_font();
+    root.fill(&WHITE)
+        .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
+    root.titled(title, (FONT, 26).into_font().color(&INK))
+        .map_err(|e| anyhow::anyhow!("chart title: {e}"))
+}
+
 /// Draws the chart of `rows` for `targets` (in legend order) under `title` onto `root`.
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -176,12 +189,7 @@ pub fn draw<DB: DrawingBackend>(
     targets: &[String],
     title: &str,
 ) -> anyhow::Result<()> {
-    register_font();
-    root.fill(&WHITE)
-        .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
-    let root = root
-        .titled(title, (FONT, 26).into_font().color(&INK))
-        .map_err(|e| anyhow::anyhow!("chart title: {e}"))?;
+    let root = canvas(root, title)?;
     let mut counts: Vec<usize> = rows.iter().map(|r| r.clients).collect();
     counts.sort_unstable();
     counts.dedup();
@@ -228,12 +236,7 @@ pub fn draw_grants<DB: DrawingBackend>(
     on_leader: &[bool],
     title: &str,
 ) -> anyhow::Result<()> {
-    register_font();
-    root.fill(&WHITE)
-        .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
-    let root = root
-        .titled(title, (FONT, 26).into_font().color(&INK))
-        .map_err(|e| anyhow::anyhow!("chart title: {e}"))?;
+    let root = canvas(root, title)?;
     let clients = lines.iter().map(|(_, g)| g.len()).max().unwrap_or(1).max(1);
     let top = lines
         .iter()
