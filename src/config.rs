@@ -82,6 +82,15 @@ pub struct Settings {
     /// Start without forming a cluster and wait to be added with RAFT.NODE ADD.
     #[arg(long)]
     pub join: bool,
+    /// Shared secret that nodes prove to each other (HMAC challenge-response) before any
+    /// peer frame is read; at least 16 bytes, the same on every node. Required when the
+    /// peer port is not on a loopback address (unless `--tls-cluster yes`).
+    #[arg(long)]
+    pub cluster_secret: Option<String>,
+    /// Read the cluster secret from this file (its first line), so that it is not on the
+    /// command line.
+    #[arg(long)]
+    pub cluster_secret_file: Option<PathBuf>,
     /// The switches that only the command line sets.
     #[command(flatten)]
     #[serde(skip)]
@@ -200,6 +209,8 @@ pub struct Config {
     pub test_lose_unsynced_writes: bool,
     /// The `--config` file, which CONFIG REWRITE writes (None: there is none).
     pub config_file: Option<PathBuf>,
+    /// The peer handshake's shared secret (`--cluster-secret`), if any.
+    pub cluster_secret: Option<Vec<u8>>,
 }
 
 /// Parses `1=host:port,2=host:port`.
@@ -221,6 +232,46 @@ pub fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
         }
     }
     Ok(out)
+}
+
+/// The cluster secret from `--cluster-secret` or the first line of `--cluster-secret-file`.
+fn cluster_secret(
+    flag: Option<String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let secret = match (flag, file) {
+        (Some(_), Some(_)) => bail!("give --cluster-secret or --cluster-secret-file, not both"),
+        (Some(s), None) => s,
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --cluster-secret-file {}", path.display()))?;
+            text.lines().next().unwrap_or("").to_string()
+        }
+        (None, None) => return Ok(None),
+    };
+    let min = crate::raft::auth::MIN_SECRET_LEN;
+    if secret.len() < min {
+        bail!(
+            "the cluster secret has {} bytes; it must have at least {min} (e.g. `openssl rand -hex 32`)",
+            secret.len()
+        );
+    }
+    Ok(Some(secret.into_bytes()))
+}
+
+/// True if `bind` names only loopback addresses (`127.0.0.1`, `::1`, `localhost`).
+fn is_loopback(bind: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    if let Ok(ip) = bind.parse::<std::net::IpAddr>() {
+        return ip.is_loopback();
+    }
+    match (bind, 0).to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<_> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
 }
 
 impl Config {
@@ -257,6 +308,7 @@ impl Config {
             test_clock_rate_ppm: s.flag_only.test_clock_rate_ppm,
             test_lose_unsynced_writes: s.flag_only.test_lose_unsynced_writes,
             config_file: s.config,
+            cluster_secret: cluster_secret(s.cluster_secret, s.cluster_secret_file.as_deref())?,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");
@@ -268,6 +320,19 @@ impl Config {
             );
         }
         Ok(cfg)
+    }
+
+    /// Refuses a peer port that anyone on the network could use: one bound to an address
+    /// that is not loopback, with neither a cluster secret nor mutual TLS (`tls_cluster`).
+    pub fn check_peer_security(&self, tls_cluster: bool) -> anyhow::Result<()> {
+        if self.cluster_secret.is_some() || tls_cluster || is_loopback(&self.bind) {
+            return Ok(());
+        }
+        bail!(
+            "refusing to open the peer port on {}:{} without authentication: any host that can reach it could vote, append to the log and run commands. Give every node the same --cluster-secret (or --cluster-secret-file), or use --tls-cluster yes, or bind to 127.0.0.1",
+            self.bind,
+            self.peer_port
+        )
     }
 
     /// The address peers use to reach this node.
@@ -520,6 +585,8 @@ mod tests {
             "test-clock-offset-ms",
             "test-clock-rate-ppm",
             "test-lose-unsynced-writes",
+            "cluster-secret",
+            "cluster-secret-file",
         ] {
             assert!(longs.contains(&flag), "--{flag}");
         }

@@ -4,6 +4,7 @@
 //! openraft is pinned to an exact alpha (`=0.10.0-alpha.37`): see docs/architecture.md for
 //! why, and for how to move the pin.
 
+pub mod auth;
 pub mod network;
 pub mod node;
 pub mod pipeline;

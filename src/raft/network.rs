@@ -21,6 +21,7 @@ use openraft::raft::{
 };
 use openraft::{OptionalSend, RaftNetworkV2};
 
+use super::auth::PeerAuth;
 use super::protocol::{Envelope, PeerConn, PeerError, PeerRequest, PeerResponse, PROTOCOL_VERSION};
 use super::{Node, NodeId, Snapshot, TypeConfig, Vote};
 
@@ -82,6 +83,8 @@ pub struct PeerContext {
     pub cluster_id: AtomicU64,
     /// Fault injection.
     pub faults: Faults,
+    /// The peer handshake's secret.
+    pub auth: PeerAuth,
 }
 
 impl PeerContext {
@@ -151,9 +154,13 @@ impl PeerClient {
         // a whole answer arrived. openraft drops this future when its own timeout fires; a
         // connection left behind mid-exchange would hand the late answer to the next request
         // (a stale `Success` or `Conflict` attributed to a different range of the log).
-        let mut conn = match self.conn.take() {
-            Some(c) if !c.is_closed() => c,
-            _ => PeerConn::connect(&self.addr, CONNECT_TIMEOUT.min(ttl))
+        let idle = self
+            .conn
+            .take()
+            .and_then(|mut c| (!c.is_closed()).then_some(c));
+        let mut conn = match idle {
+            Some(c) => c,
+            None => PeerConn::connect(&self.addr, CONNECT_TIMEOUT.min(ttl), &self.ctx, self.target)
                 .await
                 .map_err(|e| unreachable(&e))?,
         };
@@ -327,7 +334,11 @@ mod tests {
             while let Ok((stream, _)) = listener.accept().await {
                 let first = first.clone();
                 tokio::spawn(async move {
-                    let mut framed = Framed::new(stream, codec());
+                    let io: Box<dyn crate::raft::protocol::PeerIo> = Box::new(stream);
+                    let mut framed = Framed::new(io, codec());
+                    if PeerAuth::default().accept(&mut framed, 2).await.is_err() {
+                        return;
+                    }
                     while let Some(Ok(frame)) = framed.next().await {
                         let env: Envelope = postcard::from_bytes(&frame).expect("envelope");
                         if first.swap(false, Ordering::SeqCst) {
@@ -363,6 +374,7 @@ mod tests {
                 node_id: 1,
                 cluster_id: AtomicU64::new(7),
                 faults: Faults::default(),
+                auth: PeerAuth::default(),
             }),
             conn: None,
             open_failures: (0, None),

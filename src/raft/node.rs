@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use openraft::{BasicNode, Config, SnapshotPolicy};
 use rocksdb::DB;
 
+use super::auth::PeerAuth;
 use super::network::{Faults, PeerContext, PeerNetwork};
 use super::{NodeId, Raft};
 use crate::store::log::SyncStats;
@@ -39,6 +40,8 @@ pub struct NodeSettings {
     /// submitted, before the next message is drained). On by default: it measured 5-8 %
     /// more lock cycles at 1, 16 and 64 clients (docs/performance.md).
     pub broadcast_submitted: bool,
+    /// What this node proves and demands in the peer handshake.
+    pub peer_auth: PeerAuth,
 }
 
 /// A started node.
@@ -67,8 +70,14 @@ fn initial_cluster_id(settings: &NodeSettings) -> u64 {
     if settings.peers.is_empty() {
         return rand::random::<u64>() | 1;
     }
-    let canonical: Vec<String> = settings
-        .peers
+    peers_cluster_id(&settings.peers)
+}
+
+/// The cluster id of a cluster bootstrapped from `--peers`: a hash of the list, so that every
+/// member computes the same one. Anyone who knows the list can compute it too: it keeps
+/// clusters apart, it is no credential (the peer handshake's secret is).
+pub fn peers_cluster_id(peers: &BTreeMap<NodeId, String>) -> u64 {
+    let canonical: Vec<String> = peers
         .iter()
         .map(|(id, addr)| format!("{id}={addr}"))
         .collect();
@@ -117,6 +126,7 @@ pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
         node_id: settings.node_id,
         cluster_id: AtomicU64::new(stored.unwrap_or(0)),
         faults: Faults::default(),
+        auth: settings.peer_auth.clone(),
     });
     let network = PeerNetwork { ctx: ctx.clone() };
     let raft = Raft::new(settings.node_id, raft_config(settings)?, network, log, sm)

@@ -125,9 +125,14 @@ where
     if let Some(e) = client.cut() {
         return Err(unreachable(&e));
     }
-    let mut conn = PeerConn::connect(&client.addr, CONNECT_TIMEOUT.min(ttl))
-        .await
-        .map_err(|e| unreachable(&e))?;
+    let mut conn = PeerConn::connect(
+        &client.addr,
+        CONNECT_TIMEOUT.min(ttl),
+        &client.ctx,
+        client.target,
+    )
+    .await
+    .map_err(|e| unreachable(&e))?;
     let open = client.ctx.envelope(client.target, PeerRequest::OpenStream);
     match conn.call(&open, ttl).await {
         Ok(PeerResponse::StreamOpened) => {}

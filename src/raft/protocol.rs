@@ -3,18 +3,21 @@
 //! Every request names the cluster and the target node; the receiver checks both, so a node
 //! never joins or answers a foreign cluster, or a peer that has the wrong address for it.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest,
     VoteResponse,
 };
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+use super::network::PeerContext;
 use super::{NodeId, SnapshotMeta, TypeConfig, Vote};
 use crate::cmd::Command;
 use crate::resp::Reply;
@@ -22,10 +25,10 @@ use crate::resp::Reply;
 /// Largest peer frame (a snapshot chunk is at most a few MiB).
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
-/// The peer protocol this build speaks. Version 1 was the openraft 0.9 protocol; nodes of
-/// different versions never form one cluster, and a frame of another version is refused
-/// with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// The peer protocol this build speaks. Version 1 was the openraft 0.9 protocol, version 2
+/// had no handshake (`super::auth`); nodes of different versions never form one cluster, and
+/// a frame of another version is refused with a message that names both.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// One request from a peer.
 #[derive(Debug, Serialize, Deserialize)]
@@ -126,8 +129,12 @@ pub enum PeerError {
     Rejected(String),
 }
 
+/// A peer connection's byte stream: plain TCP, or TLS over it.
+pub trait PeerIo: AsyncRead + AsyncWrite + Send + Sync + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin> PeerIo for T {}
+
 /// The framed peer stream.
-pub type PeerFramed = Framed<TcpStream, LengthDelimitedCodec>;
+pub type PeerFramed = Framed<Box<dyn PeerIo>, LengthDelimitedCodec>;
 
 /// A persistent connection to one peer; one request at a time.
 pub struct PeerConn {
@@ -142,20 +149,33 @@ pub fn codec() -> LengthDelimitedCodec {
 }
 
 impl PeerConn {
-    /// Connects within `timeout`.
-    pub async fn connect(addr: &str, timeout: Duration) -> Result<PeerConn, PeerError> {
+    /// Connects to node `target` at `addr` and runs the handshake, all within `timeout`.
+    pub async fn connect(
+        addr: &str,
+        timeout: Duration,
+        ctx: &PeerContext,
+        target: NodeId,
+    ) -> Result<PeerConn, PeerError> {
         let fail = |reason: String| PeerError::Connect {
             addr: addr.to_string(),
             reason,
         };
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        let open = async {
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            let _ = stream.set_nodelay(true);
+            let io: Box<dyn PeerIo> = Box::new(stream);
+            let mut framed = Framed::new(io, codec());
+            let cluster_id = ctx.cluster_id.load(Ordering::Relaxed);
+            ctx.auth
+                .open(&mut framed, cluster_id, ctx.node_id, target)
+                .await?;
+            Ok(PeerConn { framed })
+        };
+        tokio::time::timeout(timeout, open)
             .await
             .map_err(|_| fail("timed out".into()))?
-            .map_err(|e| fail(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
-        Ok(PeerConn {
-            framed: Framed::new(stream, codec()),
-        })
     }
 
     /// The framed stream, for a connection that leaves request-response (an append stream).
@@ -165,14 +185,10 @@ impl PeerConn {
 
     /// True if the peer has closed this (idle) connection: reusing it would turn a dead
     /// connection into a request of unknown outcome, so callers check before sending.
-    pub fn is_closed(&self) -> bool {
-        let mut probe = [0u8; 1];
-        match self.framed.get_ref().try_read(&mut probe) {
-            Ok(0) => true,
-            // Unsolicited bytes on an idle connection mean the stream is out of step.
-            Ok(_) => true,
-            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-        }
+    pub fn is_closed(&mut self) -> bool {
+        // Anything but "nothing yet" is the end: a close, an error, or an unsolicited frame
+        // on an idle connection (the stream is out of step).
+        self.framed.next().now_or_never().is_some()
     }
 
     /// Sends one request and waits for its response within `timeout`.

@@ -1,10 +1,13 @@
 //! Inbound peer traffic: Raft RPCs from other nodes, and client commands that followers
 //! forward to this node while it leads.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{FutureExt, SinkExt, StreamExt};
@@ -14,8 +17,11 @@ use tokio::sync::watch;
 use tokio_util::codec::Framed;
 use tracing::Instrument;
 
+use super::auth::HANDSHAKE_TIMEOUT;
 use super::network::PeerContext;
-use super::protocol::{codec, Envelope, PeerFramed, PeerRequest, PeerResponse, PROTOCOL_VERSION};
+use super::protocol::{
+    codec, Envelope, PeerFramed, PeerIo, PeerRequest, PeerResponse, PROTOCOL_VERSION,
+};
 use super::{Raft, Snapshot};
 use crate::cmd::Command;
 use crate::resp::Reply;
@@ -43,6 +49,48 @@ pub struct Service {
     pub db: Arc<DB>,
     /// Client work handler.
     pub handler: Arc<dyn ClientHandler>,
+    /// Refused handshakes, for the log.
+    pub refusals: Arc<Refusals>,
+}
+
+/// Logs refused peer handshakes: at WARN once per source address every
+/// [`Refusals::EVERY`], so that a misconfigured node retrying many times a second is seen
+/// without flooding the log; the rest at DEBUG. Also counts them.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    last: Mutex<HashMap<IpAddr, Instant>>,
+    /// Handshakes refused since start.
+    pub count: std::sync::atomic::AtomicU64,
+}
+
+impl Refusals {
+    /// How often one source's refusals are logged at WARN.
+    pub const EVERY: Duration = Duration::from_secs(10);
+
+    fn note(&self, peer: SocketAddr, why: &str) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let loud = match self.last.lock() {
+            Ok(mut last) => {
+                if last.len() > 4096 {
+                    last.retain(|_, t| now.duration_since(*t) < Self::EVERY);
+                }
+                match last.get(&peer.ip()) {
+                    Some(t) if now.duration_since(*t) < Self::EVERY => false,
+                    _ => {
+                        last.insert(peer.ip(), now);
+                        true
+                    }
+                }
+            }
+            Err(_) => true,
+        };
+        if loud {
+            tracing::warn!(%peer, why, "peer connection refused in the handshake");
+        } else {
+            tracing::debug!(%peer, why, "peer connection refused in the handshake");
+        }
+    }
 }
 
 impl Service {
@@ -64,14 +112,33 @@ impl Service {
             let svc = self.clone();
             let rx = stop.clone();
             tokio::spawn(
-                svc.serve_conn(stream, rx)
+                svc.serve_conn(stream, peer, rx)
                     .instrument(tracing::debug_span!("peer", peer = %peer)),
             );
         }
     }
 
-    async fn serve_conn(self, stream: TcpStream, mut stop: watch::Receiver<bool>) {
-        let mut framed = Framed::new(stream, codec());
+    async fn serve_conn(
+        self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let io: Box<dyn PeerIo> = Box::new(stream);
+        let mut framed = Framed::new(io, codec());
+        let handshake = self.ctx.auth.accept(&mut framed, self.ctx.node_id);
+        let refused = tokio::select! {
+            r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
+                Ok(Ok(_hello)) => None,
+                Ok(Err(why)) => Some(why),
+                Err(_) => Some(format!("no handshake within {HANDSHAKE_TIMEOUT:?}")),
+            },
+            _ = stop.changed() => return,
+        };
+        if let Some(why) = refused {
+            self.refusals.note(peer, &why);
+            return;
+        }
         // A snapshot image being received on this connection.
         let mut image: Vec<u8> = Vec::new();
         loop {

@@ -82,7 +82,7 @@ impl LeaderLink {
     fn take_conn(&self, addr: &str) -> Option<PeerConn> {
         let mut idle = self.idle.lock().ok()?;
         while let Some(pos) = idle.iter().position(|(a, _)| a == addr) {
-            let (_, conn) = idle.swap_remove(pos);
+            let (_, mut conn) = idle.swap_remove(pos);
             if !conn.is_closed() {
                 return Some(conn);
             }
@@ -131,7 +131,14 @@ impl LeaderLink {
             }
             let mut conn = match self.take_conn(&addr) {
                 Some(c) => c,
-                None => match PeerConn::connect(&addr, CONNECT_TIMEOUT.min(deadline - now)).await {
+                None => match PeerConn::connect(
+                    &addr,
+                    CONNECT_TIMEOUT.min(deadline - now),
+                    &self.ctx,
+                    id,
+                )
+                .await
+                {
                     Ok(c) => c,
                     Err(e) => {
                         last = format!("leader {id} unreachable: {e}");

@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 use crate::cmd::info::InfoData;
 use crate::cmd::Command;
 use crate::config::Config;
+use crate::raft::auth::PeerAuth;
 use crate::raft::node::{self, NodeSettings};
 use crate::raft::service::{BoxFuture, ClientHandler, Service};
 use crate::raft::Raft;
@@ -522,11 +523,13 @@ impl Server {
             join: config.join,
             lose_unsynced_writes: config.test_lose_unsynced_writes,
             broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).map_or(true, |v| v != "0"),
+            peer_auth: PeerAuth::new(config.cluster_secret.clone()),
         };
         // Bind first: a port conflict should fail before Raft touches the data directory.
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .await
             .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+        config.check_peer_security(false)?;
         let peer_listener = TcpListener::bind((config.bind.as_str(), config.peer_port))
             .await
             .with_context(|| format!("binding peer port {}:{}", config.bind, config.peer_port))?;
@@ -578,6 +581,7 @@ impl Server {
             handler: Arc::new(Handler {
                 shared: shared.clone(),
             }),
+            refusals: Default::default(),
         };
         tasks.spawn(service.run(peer_listener, stop_rx.clone()));
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));

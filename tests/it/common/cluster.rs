@@ -13,6 +13,9 @@ use tempfile::TempDir;
 use super::netns::Netns;
 use super::{free_ports, signal, spawn_logged, tail, wait_ready, Conn};
 
+/// The cluster secret of test clusters that do not give their own.
+pub const CLUSTER_SECRET: &str = "palisade-test-cluster-secret";
+
 /// One node's fixed identity.
 pub struct Node {
     /// Raft node id (1-based).
@@ -104,6 +107,12 @@ impl Cluster {
         c
     }
 
+    /// Replaces node `id`'s own flags, for its next start.
+    pub fn set_node_extra(&mut self, id: u64, flags: &[&str]) {
+        self.node_extra
+            .insert(id, flags.iter().map(|s| s.to_string()).collect());
+    }
+
     /// The data directory of node `id`.
     pub fn dir(&self, id: u64) -> PathBuf {
         self.root.path().join(format!("n{id}"))
@@ -139,6 +148,16 @@ impl Cluster {
         .arg(self.dir(id))
         .args(&self.extra)
         .args(self.node_extra.get(&id).into_iter().flatten());
+        // Every test cluster proves a secret in the peer handshake (required anyway when the
+        // nodes bind 0.0.0.0 in network namespaces), unless the test sets its own.
+        let own_secret = self
+            .extra
+            .iter()
+            .chain(self.node_extra.get(&id).into_iter().flatten())
+            .any(|a| a.starts_with("--cluster-secret"));
+        if !own_secret {
+            cmd.args(["--cluster-secret", CLUSTER_SECRET]);
+        }
         if node.join {
             cmd.arg("--join");
         }

@@ -555,6 +555,7 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// Dropping it kills the process (SIGKILL) and removes the directory.
 pub struct Server {
     child: Option<Child>,
+    bind: &'static str,
     port: u16,
     peer_port: u16,
     root: TempDir,
@@ -570,6 +571,14 @@ impl Server {
     /// Starts a server with extra command-line flags (e.g. `--proto-max-bulk-len 1024`).
     pub fn start_with(extra: &[&str]) -> Server {
         let mut s = Self::prepare(extra);
+        s.spawn();
+        s
+    }
+
+    /// Starts a server listening on `bind` (e.g. `0.0.0.0`) instead of 127.0.0.1.
+    pub fn start_on(bind: &'static str, extra: &[&str]) -> Server {
+        let mut s = Self::prepare(extra);
+        s.bind = bind;
         s.spawn();
         s
     }
@@ -610,6 +619,7 @@ impl Server {
         let ports = free_ports(2);
         Server {
             child: None,
+            bind: "127.0.0.1",
             port: ports[0],
             peer_port: ports[1],
             root,
@@ -620,7 +630,7 @@ impl Server {
     fn spawn(&mut self) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_palisade"));
         cmd.arg("--bind")
-            .arg("127.0.0.1")
+            .arg(self.bind)
             .arg("--port")
             .arg(self.port.to_string())
             .arg("--peer-port")
