@@ -15,6 +15,8 @@ use crate::resp::Limits;
 
 /// Default client port, as Redis.
 pub const DEFAULT_PORT: u16 = 6379;
+/// The shortest cluster secret accepted (`--cluster-secret`).
+pub const MIN_SECRET_LEN: usize = 16;
 /// The peer port is the client port plus this, like Redis Cluster's bus port.
 pub const PEER_PORT_OFFSET: u16 = 10000;
 
@@ -249,7 +251,7 @@ fn cluster_secret(
         }
         (None, None) => return Ok(None),
     };
-    let min = crate::raft::auth::MIN_SECRET_LEN;
+    let min = MIN_SECRET_LEN;
     if secret.len() < min {
         bail!(
             "the cluster secret has {} bytes; it must have at least {min} (e.g. `openssl rand -hex 32`)",

@@ -1,8 +1,16 @@
 //! `KEYS pattern`, `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]` and `DBSIZE`.
 //!
-//! Keys come back in sorted order, so results are deterministic on every replica. The SCAN
-//! cursor is an offset into that order: a key deleted during a scan can make later keys
-//! shift below the cursor and be skipped (documented in docs/).
+//! Keys come back in sorted order, so results are deterministic on every replica.
+//!
+//! A SCAN cursor names the last key a call looked at: the node that answers keeps a bounded
+//! table of cursors it handed out ([`ScanCursors`]), and the next call resumes just after
+//! that key, so a full scan costs O(N) and every key present for the whole scan is returned
+//! once. The cursor's low 40 bits are also the offset of that key in sorted order: a node
+//! that does not know the cursor (a new leader, a restarted node, a cursor evicted from the
+//! table, or a script, which must be deterministic on every replica) resumes at that
+//! offset instead, which can skip keys that shifted below it when earlier keys were deleted.
+
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -52,13 +60,44 @@ impl Replicated for Keys {
         true
     }
 
-    /// Lists matching live keys.
+    /// Lists matching live keys, all at once (scripts and transactions, which must be
+    /// atomic; a client's KEYS goes through [`Keys::part`] in bounded steps).
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        let (keys, _) = self.part(ks, now, None, usize::MAX);
+        Reply::Array(keys)
+    }
+}
+
+/// How many keys a client's KEYS looks at while holding the state's read lock; between
+/// steps writers get their turn.
+pub const KEYS_STEP: usize = 8_192;
+
+impl Keys {
+    /// One step of KEYS: the matching keys among up to `limit` live keys after `after`, and
+    /// the last key looked at if more may follow.
+    pub fn part(
+        &self,
+        ks: &Keyspace,
+        now: u64,
+        after: Option<&Bytes>,
+        limit: usize,
+    ) -> (Vec<Reply>, Option<Bytes>) {
         let all = self.pattern.as_ref() == b"*";
-        let keys = ks
-            .live_keys(now)
-            .filter(|(k, _)| all || pattern::matches(&self.pattern, k));
-        Reply::Array(keys.map(|(k, _)| Reply::Bulk(k.clone())).collect())
+        let mut out = Vec::new();
+        let mut last: Option<&Bytes> = None;
+        let mut seen = 0;
+        for (k, _) in ks.live_keys_after(after, now) {
+            if seen == limit {
+                // More follow: resume after the last key looked at.
+                return (out, last.cloned());
+            }
+            seen += 1;
+            last = Some(k);
+            if all || pattern::matches(&self.pattern, k) {
+                out.push(Reply::Bulk(k.clone()));
+            }
+        }
+        (out, None)
     }
 }
 
@@ -114,12 +153,79 @@ impl Replicated for Scan {
         true
     }
 
-    /// Returns `[next-cursor, [keys]]`.
+    /// Returns `[next-cursor, [keys]]`, resuming at the cursor's offset (deterministic:
+    /// scripts and transactions use this).
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        let start = self.cursor as usize;
-        let mut visited = 0usize;
+        let start = (self.cursor & OFFSET_MASK) as usize;
+        let keys = ks.live_keys(now).skip(start);
+        let (out, last, visited) = self.walk(keys);
+        let next = match last {
+            Some(_) => start as u64 + visited,
+            None => 0,
+        };
+        scan_reply(next, out)
+    }
+}
+
+/// The low bits of a cursor: the offset of its key in sorted order.
+const OFFSET_MASK: u64 = (1 << 40) - 1;
+
+/// How many cursors a node remembers (the oldest are forgotten first).
+pub const SCAN_CURSORS: usize = 16_384;
+
+/// The SCAN cursors a node handed out, each with the last key its call looked at.
+#[derive(Debug, Default)]
+pub struct ScanCursors {
+    last_key: HashMap<u64, Bytes>,
+    order: VecDeque<u64>,
+}
+
+impl ScanCursors {
+    fn remember(&mut self, offset: u64, key: Bytes) -> u64 {
+        // A random tag above the offset keeps two scans at the same offset apart.
+        let cursor = loop {
+            let tag = rand::random::<u64>() >> 40;
+            let c = (tag.max(1) << 40) | (offset & OFFSET_MASK);
+            if !self.last_key.contains_key(&c) {
+                break c;
+            }
+        };
+        if self.order.len() >= SCAN_CURSORS {
+            if let Some(old) = self.order.pop_front() {
+                self.last_key.remove(&old);
+            }
+        }
+        self.last_key.insert(cursor, key);
+        self.order.push_back(cursor);
+        cursor
+    }
+
+    /// Number of cursors remembered.
+    pub fn len(&self) -> usize {
+        self.last_key.len()
+    }
+
+    /// True if no cursor is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.last_key.is_empty()
+    }
+}
+
+impl Scan {
+    /// Visits up to COUNT keys of `keys`: the matching ones, the last key visited (None
+    /// when the keys ran out) and how many were visited.
+    fn walk<'a>(
+        &self,
+        keys: impl Iterator<Item = (&'a Bytes, &'a crate::state::keyspace::Entry)>,
+    ) -> (Vec<Reply>, Option<Bytes>, u64) {
         let mut out = Vec::new();
-        for (k, e) in ks.live_keys(now).skip(start).take(self.count) {
+        let mut keys = keys.peekable();
+        let mut visited = 0u64;
+        let mut last = None;
+        while visited < self.count as u64 {
+            let Some((k, e)) = keys.next() else {
+                return (out, None, visited);
+            };
             visited += 1;
             let by_pattern = self.pattern.as_ref().is_none_or(|p| pattern::matches(p, k));
             let by_type = self
@@ -129,15 +235,37 @@ impl Replicated for Scan {
             if by_pattern && by_type {
                 out.push(Reply::Bulk(k.clone()));
             }
+            last = Some(k);
         }
-        let next = if visited < self.count {
-            0
-        } else {
-            start + visited
-        };
-        let next = if next >= ks.live_len(now) { 0 } else { next };
-        Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(out)])
+        // Done if nothing follows: the caller gets cursor 0 now, not an empty last call.
+        match (keys.peek(), last) {
+            (Some(_), Some(k)) => (out, Some(k.clone()), visited),
+            _ => (out, None, visited),
+        }
     }
+
+    /// SCAN for a client: resumes after the key its cursor names when this node handed it
+    /// out, else at the cursor's offset; the next cursor is remembered in `cursors`.
+    pub fn query_resumable(&self, ks: &Keyspace, now: u64, cursors: &mut ScanCursors) -> Reply {
+        let known = (self.cursor != 0)
+            .then(|| cursors.last_key.get(&self.cursor))
+            .flatten();
+        let start = self.cursor & OFFSET_MASK;
+        let (out, last, visited) = match known {
+            Some(after) => self.walk(ks.live_keys_after(Some(after), now)),
+            None if self.cursor == 0 => self.walk(ks.live_keys_after(None, now)),
+            None => self.walk(ks.live_keys(now).skip(start as usize)),
+        };
+        let next = match last {
+            Some(k) => cursors.remember(start + visited, k),
+            None => 0,
+        };
+        scan_reply(next, out)
+    }
+}
+
+fn scan_reply(next: u64, keys: Vec<Reply>) -> Reply {
+    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
 }
 
 /// `DBSIZE`.
@@ -157,5 +285,134 @@ impl Replicated for DbSize {
     /// Counts live keys.
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         Reply::Int(ks.live_len(now) as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    fn keyspace(n: usize) -> Keyspace {
+        let mut ks = Keyspace::default();
+        for i in 0..n {
+            ks.set_str(b(&format!("k{i:03}")), b("v"), None, i as u64 + 1, 0);
+        }
+        ks
+    }
+
+    fn scan(cursor: u64, count: usize) -> Scan {
+        Scan {
+            cursor,
+            pattern: None,
+            count,
+            type_name: None,
+        }
+    }
+
+    /// The next cursor and the keys of a SCAN reply.
+    fn parts(reply: Reply) -> (u64, Vec<Bytes>) {
+        let Reply::Array(mut items) = reply else {
+            panic!("not an array: {reply:?}")
+        };
+        let Some(Reply::Array(keys)) = items.pop() else {
+            panic!("no keys")
+        };
+        let Some(Reply::Bulk(cursor)) = items.pop() else {
+            panic!("no cursor")
+        };
+        let cursor = std::str::from_utf8(&cursor).unwrap().parse().unwrap();
+        let keys = keys
+            .into_iter()
+            .map(|k| match k {
+                Reply::Bulk(k) => k,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        (cursor, keys)
+    }
+
+    #[test]
+    fn a_full_scan_resumes_after_the_last_key_and_misses_none_when_earlier_keys_go() {
+        let mut ks = keyspace(30);
+        let mut cursors = ScanCursors::default();
+        let mut seen = Vec::new();
+        let (mut cursor, mut calls) = (0, 0);
+        loop {
+            let (next, keys) = parts(scan(cursor, 4).query_resumable(&ks, 0, &mut cursors));
+            calls += 1;
+            seen.extend(keys);
+            // Delete keys already returned: an offset cursor would now skip as many keys.
+            if calls == 2 {
+                for i in 0..6 {
+                    ks.remove(format!("k{i:03}").as_bytes(), 0);
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let want: Vec<Bytes> = (0..30).map(|i| b(&format!("k{i:03}"))).collect();
+        assert_eq!(seen, want, "each key once, in order");
+        assert_eq!(calls, 8);
+        assert_eq!(cursors.len(), 7);
+    }
+
+    #[test]
+    fn an_unknown_cursor_resumes_at_its_offset_like_a_script_does() {
+        let ks = keyspace(10);
+        let mut cursors = ScanCursors::default();
+        let (next, first) = parts(scan(0, 4).query_resumable(&ks, 0, &mut cursors));
+        assert_eq!(first.len(), 4);
+        // Another node (or a script) does not know the cursor: it uses the offset bits.
+        let mut elsewhere = ScanCursors::default();
+        let (_, there) = parts(scan(next, 4).query_resumable(&ks, 0, &mut elsewhere));
+        let (_, script) = parts(scan(next, 4).query(&ks, 0));
+        let (_, here) = parts(scan(next, 4).query_resumable(&ks, 0, &mut cursors));
+        let want: Vec<Bytes> = (4..8).map(|i| b(&format!("k{i:03}"))).collect();
+        assert_eq!((there, script, here), (want.clone(), want.clone(), want));
+        // A plain offset from an old client still works.
+        let (_, old) = parts(scan(8, 4).query(&ks, 0));
+        assert_eq!(old, vec![b("k008"), b("k009")]);
+    }
+
+    #[test]
+    fn the_cursor_table_is_bounded() {
+        let ks = keyspace(3);
+        let mut cursors = ScanCursors::default();
+        for _ in 0..SCAN_CURSORS + 10 {
+            scan(0, 1).query_resumable(&ks, 0, &mut cursors);
+        }
+        assert_eq!(cursors.len(), SCAN_CURSORS);
+    }
+
+    #[test]
+    fn keys_in_steps_lists_what_keys_at_once_does() {
+        let ks = keyspace(25);
+        let k = Keys {
+            pattern: b("k0[0-1]*"),
+        };
+        let Reply::Array(all) = k.query(&ks, 0) else {
+            panic!()
+        };
+        let mut stepped = Vec::new();
+        let mut after = None;
+        let mut steps = 0;
+        loop {
+            let (part, last) = k.part(&ks, 0, after.as_ref(), 3);
+            steps += 1;
+            stepped.extend(part);
+            match last {
+                Some(l) => after = Some(l),
+                None => break,
+            }
+        }
+        assert_eq!(stepped, all);
+        assert_eq!(all.len(), 20);
+        assert_eq!(steps, 9);
     }
 }

@@ -39,9 +39,6 @@ pub const MAX_HANDSHAKE_FRAME: usize = 1024;
 /// How long an acceptor waits for a peer to finish the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The shortest cluster secret accepted.
-pub const MIN_SECRET_LEN: usize = 16;
-
 /// A random nonce, fresh for each connection and side.
 type Nonce = [u8; 32];
 /// An HMAC-SHA256 proof.

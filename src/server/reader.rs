@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::forward::{ForwardError, Leader, LeaderLink};
 
 use super::proposer::Clock;
+use crate::cmd::keys::{Keys, ScanCursors, KEYS_STEP};
 use crate::cmd::Command;
 use crate::raft::Raft;
 use crate::resp::Reply;
@@ -65,6 +66,8 @@ async fn run(
     link: Arc<LeaderLink>,
     timeout: Duration,
 ) {
+    // The SCAN cursors this node handed out (module docs of cmd/keys.rs).
+    let mut cursors = ScanCursors::default();
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(p) = rx.try_recv() {
@@ -89,7 +92,7 @@ async fn run(
                 Err(ForwardError::BecameLeader) => {}
             }
         }
-        serve_local(&raft, &state, &clock, batch, timeout).await;
+        serve_local(&raft, &state, &clock, batch, timeout, &mut cursors).await;
     }
 }
 
@@ -100,6 +103,7 @@ async fn serve_local(
     clock: &Clock,
     batch: Vec<Pending>,
     timeout: Duration,
+    cursors: &mut ScanCursors,
 ) {
     let reply_all = |batch: Vec<Pending>, reply: Reply| {
         for p in batch {
@@ -117,11 +121,48 @@ async fn serve_local(
             )
         }
     }
-    let Ok(st) = state.read() else {
-        return reply_all(batch, Reply::err("ERR internal: state lock poisoned"));
+    let mut keys = Vec::new();
+    let now = {
+        let Ok(st) = state.read() else {
+            return reply_all(batch, Reply::err("ERR internal: state lock poisoned"));
+        };
+        let now = cluster_now(raft, &st, clock);
+        for p in batch {
+            let reply = match &p.cmd {
+                Command::Scan(scan) => scan.query_resumable(&st.ks, now, cursors),
+                Command::Keys(k) => {
+                    keys.push((k.clone(), p.reply));
+                    continue;
+                }
+                cmd => cmd.query(&st.ks, now),
+            };
+            let _ = p.reply.send(reply);
+        }
+        now
     };
-    let now = cluster_now(raft, &st, clock);
-    for p in batch {
-        let _ = p.reply.send(p.cmd.query(&st.ks, now));
+    for (k, reply) in keys {
+        let _ = reply.send(keys_in_steps(state, &k, now).await);
+    }
+}
+
+/// A client's KEYS, [`KEYS_STEP`] keys per hold of the read lock, so that a large keyspace
+/// does not stall writers (the applier waits for the write lock). Like SCAN, a key present
+/// for the whole walk is listed; one written or deleted meanwhile may or may not be.
+async fn keys_in_steps(state: &RwLock<SmState>, k: &Keys, now: u64) -> Reply {
+    let mut out = Vec::new();
+    let mut after = None;
+    loop {
+        let (part, last) = {
+            let Ok(st) = state.read() else {
+                return Reply::err("ERR internal: state lock poisoned");
+            };
+            k.part(&st.ks, now, after.as_ref(), KEYS_STEP)
+        };
+        out.extend(part);
+        match last {
+            Some(key) => after = Some(key),
+            None => return Reply::Array(out),
+        }
+        tokio::task::yield_now().await;
     }
 }
