@@ -671,6 +671,11 @@ impl Server {
             .with_context(|| format!("binding peer port {}:{}", config.bind, config.peer_port))?;
         let node = node::start(&settings).await?;
         let addr = listeners.addr()?;
+        // CONFIG GET port: 0 when only TLS is served, as in Redis.
+        let plain_port = match &listeners.plain {
+            Some(l) => l.local_addr()?.port(),
+            None => 0,
+        };
         let clock = Clock::with_fault(config.test_clock_offset_ms, config.test_clock_rate_ppm);
         let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
         let timeout = Duration::from_millis(config.write_timeout_ms);
@@ -697,7 +702,7 @@ impl Server {
             waiters: lockwait::Waiters::new(config.node_id, clock.boot),
             settings: crate::cmd::config::Store::new(&start_params(
                 &config,
-                addr.port(),
+                plain_port,
                 &output_limits,
             )),
             tls,

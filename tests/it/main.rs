@@ -27,6 +27,7 @@ mod lock_scripts;
 mod locks;
 mod pubsub;
 mod rmw;
+mod security;
 mod scripting;
 mod seed_scenario;
 mod transactions;
