@@ -635,6 +635,15 @@ mod tests {
             "test-clock-offset-ms",
             "test-clock-rate-ppm",
             "test-lose-unsynced-writes",
+            "tls-port",
+            "tls-cert-file",
+            "tls-key-file",
+            "tls-ca-cert-file",
+            "tls-auth-clients",
+            "tls-cluster",
+            "protected-mode",
+            "timeout",
+            "client-output-buffer-limit",
         ] {
             assert!(longs.contains(&flag), "--{flag}");
         }
@@ -681,6 +690,67 @@ mod tests {
         let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         assert_eq!(table.get("requirepass"), None);
         assert_eq!(table.get("port"), int(2).as_ref());
+    }
+
+    #[test]
+    fn security_settings_from_flags_and_file() {
+        let cfg = config(&[]).unwrap();
+        assert!(cfg.tls.is_none() && !cfg.tls_cluster);
+        assert!(cfg.protected_mode);
+        assert_eq!((cfg.timeout, cfg.client_output_buffer_limit), (0, None));
+        let (_dir, path) = file(
+            "tls-port = 7443\ntls-cert-file = \"/c.crt\"\ntls-key-file = \"/c.key\"\n\
+             tls-ca-cert-file = \"/ca.crt\"\ntls-auth-clients = \"optional\"\n\
+             tls-cluster = \"yes\"\nprotected-mode = \"no\"\ntimeout = 5\n\
+             client-output-buffer-limit = \"pubsub 1mb 1mb 0\"\n",
+        );
+        let cfg = config(&["--config", &path, "--tls-auth-clients", "no"]).unwrap();
+        let tls = cfg.tls.clone().unwrap();
+        assert_eq!(tls.port, 7443);
+        assert_eq!(tls.files.cert, PathBuf::from("/c.crt"));
+        assert_eq!(tls.files.key, PathBuf::from("/c.key"));
+        assert_eq!(tls.files.ca, Some(PathBuf::from("/ca.crt")));
+        assert_eq!(tls.auth_clients, AuthClients::No);
+        assert!(cfg.tls_cluster && !cfg.protected_mode);
+        assert_eq!(cfg.timeout, 5);
+        assert_eq!(
+            cfg.client_output_buffer_limit.as_deref(),
+            Some("pubsub 1mb 1mb 0")
+        );
+    }
+
+    #[test]
+    fn tls_checks_keep_their_text() {
+        let e = config(&["--tls-port", "7443"]).unwrap_err();
+        assert_eq!(
+            format!("{e}"),
+            "--tls-port and --tls-cluster need --tls-cert-file and --tls-key-file"
+        );
+        let files = ["--tls-cert-file", "/c", "--tls-key-file", "/k"];
+        let with = |extra: &[&str]| {
+            let mut args = files.to_vec();
+            args.extend_from_slice(extra);
+            config(&args)
+        };
+        let no_ca = "Either tls-ca-cert-file or tls-ca-cert-dir must be specified when \
+                     tls-cluster, tls-replication or tls-auth-clients are enabled!";
+        let e = with(&["--tls-port", "7443"]).unwrap_err();
+        assert_eq!(format!("{e}"), no_ca);
+        let e = with(&["--tls-cluster", "yes"]).unwrap_err();
+        assert_eq!(format!("{e}"), no_ca);
+        let cfg = with(&["--tls-port", "7443", "--tls-auth-clients", "no"]).unwrap();
+        assert_eq!(cfg.tls.map(|t| t.files.ca), Some(None));
+        // --port 0 serves TLS only, and the peer port follows the TLS port; without a
+        // TLS port it would serve nothing.
+        let cfg = with(&["--port", "0", "--tls-port", "7443", "--tls-auth-clients", "no"]);
+        assert_eq!(cfg.unwrap().peer_port, 17443);
+        let e = config(&["--port", "0"]).unwrap_err();
+        assert_eq!(
+            format!("{e}"),
+            "Configured to not listen anywhere: --port 0 needs a --tls-port"
+        );
+        assert!(Settings::try_parse_from(["palisade", "--tls-auth-clients", "maybe"]).is_err());
+        assert!(Settings::try_parse_from(["palisade", "--protected-mode", "on"]).is_err());
     }
 
     #[test]
