@@ -742,7 +742,14 @@ mod tests {
         assert_eq!(cfg.tls.map(|t| t.files.ca), Some(None));
         // --port 0 serves TLS only, and the peer port follows the TLS port; without a
         // TLS port it would serve nothing.
-        let cfg = with(&["--port", "0", "--tls-port", "7443", "--tls-auth-clients", "no"]);
+        let cfg = with(&[
+            "--port",
+            "0",
+            "--tls-port",
+            "7443",
+            "--tls-auth-clients",
+            "no",
+        ]);
         assert_eq!(cfg.unwrap().peer_port, 17443);
         let e = config(&["--port", "0"]).unwrap_err();
         assert_eq!(

@@ -3,9 +3,9 @@
 
 use palisade::config::{Config, Settings};
 use palisade::server::Server;
+use tokio::signal::unix::{signal, SignalKind};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tokio::signal::unix::{signal, SignalKind};
 use tracing_subscriber::EnvFilter;
 
 /// jemalloc: the keyspace is millions of small allocations (keys, values, B-tree nodes), and

@@ -225,7 +225,8 @@ fn roots(files: &Files) -> Result<(PathBuf, Arc<RootCertStore>), TlsError> {
 /// The client port's configuration: the node's certificate, and client certificates asked
 /// for and checked against the CA as `auth` says.
 pub fn client_port_config(files: &Files, auth: AuthClients) -> Result<ServerConfig, TlsError> {
-    let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = match auth {
         AuthClients::No => builder.with_no_client_auth(),
         AuthClients::Yes | AuthClients::Optional => {

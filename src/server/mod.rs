@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::cmd::info::InfoData;
 use crate::cmd::Command;
@@ -80,8 +80,7 @@ impl Stats {
         self.calls.reset();
         self.traffic.reset();
         self.memory_peak.store(0, Ordering::Relaxed);
-        self.output_limit_disconnections
-            .store(0, Ordering::Relaxed);
+        self.output_limit_disconnections.store(0, Ordering::Relaxed);
     }
 
     /// Records `pending` bytes of output queued for one client.
@@ -598,7 +597,10 @@ fn start_params(
             ("tls-port", t.port.to_string()),
             ("tls-cert-file", path(&t.files.cert)),
             ("tls-key-file", path(&t.files.key)),
-            ("tls-ca-cert-file", t.files.ca.as_deref().map(path).unwrap_or_default()),
+            (
+                "tls-ca-cert-file",
+                t.files.ca.as_deref().map(path).unwrap_or_default(),
+            ),
             ("tls-auth-clients", t.auth_clients.word().into()),
         ]);
     }
@@ -755,8 +757,12 @@ impl Server {
             return;
         };
         match tls.reload() {
-            Ok(()) => tracing::info!(cert = %tls.files().cert.display(), "TLS certificates reloaded"),
-            Err(e) => tracing::error!(error = %e, "TLS reload failed; keeping the old certificates"),
+            Ok(()) => {
+                tracing::info!(cert = %tls.files().cert.display(), "TLS certificates reloaded")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "TLS reload failed; keeping the old certificates")
+            }
         }
     }
 

@@ -20,9 +20,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::stream::ClientStream;
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
-use super::stream::ClientStream;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -271,7 +271,11 @@ impl Session {
     }
 
     /// Executes one request (see [`Session::handle`]).
-    async fn dispatch(&mut self, argv: Vec<Bytes>, stream: &mut ClientStream) -> std::io::Result<()> {
+    async fn dispatch(
+        &mut self,
+        argv: Vec<Bytes>,
+        stream: &mut ClientStream,
+    ) -> std::io::Result<()> {
         let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
         let shared = self.shared.clone();
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);

@@ -80,7 +80,9 @@ async fn handshake(
 }
 
 fn der(p: &pki::TestPki, name: &str) -> Vec<u8> {
-    CertificateDer::from_pem_file(p.path(name)).unwrap().to_vec()
+    CertificateDer::from_pem_file(p.path(name))
+        .unwrap()
+        .to_vec()
 }
 
 #[tokio::test]
@@ -132,14 +134,24 @@ async fn client_port_auth_modes() {
     let node = files(&p, "node", "ca.crt");
     let port = |auth| Arc::new(client_port_config(&node, auth).unwrap());
     let (s, _) = handshake(port(AuthClients::Yes), anonymous_client(&p, "ca.crt")).await;
-    assert!(s.is_err(), "yes: a client without a certificate was accepted");
-    let (s, _) = handshake(port(AuthClients::Yes), client_with_cert(&p, "client", "ca.crt")).await;
+    assert!(
+        s.is_err(),
+        "yes: a client without a certificate was accepted"
+    );
+    let (s, _) = handshake(
+        port(AuthClients::Yes),
+        client_with_cert(&p, "client", "ca.crt"),
+    )
+    .await;
     assert_eq!(s, Ok(()));
     let (s, _) = handshake(port(AuthClients::Optional), anonymous_client(&p, "ca.crt")).await;
     assert_eq!(s, Ok(()));
     let stranger = client_with_cert(&p, "stranger", "ca.crt");
     let (s, _) = handshake(port(AuthClients::Optional), stranger).await;
-    assert!(s.is_err(), "optional: a certificate that does not verify was accepted");
+    assert!(
+        s.is_err(),
+        "optional: a certificate that does not verify was accepted"
+    );
     let (s, _) = handshake(port(AuthClients::No), anonymous_client(&p, "ca.crt")).await;
     assert_eq!(s, Ok(()));
     // Verifying clients needs a CA; not asking for certificates does not.
@@ -173,7 +185,10 @@ async fn reload_swaps_every_config_and_keeps_the_old_on_a_bad_file() {
     // A key that is not PEM: the reload fails, naming the file, and nothing changes.
     p.write("node.key", "not a key\n");
     let e = tls.reload().unwrap_err().to_string();
-    assert!(e.starts_with("tls-key-file ") && e.contains("node.key"), "{e}");
+    assert!(
+        e.starts_with("tls-key-file ") && e.contains("node.key"),
+        "{e}"
+    );
     let (_, c) = handshake(tls.clients(), anonymous_client(&p, "ca.crt")).await;
     assert_eq!(c, Ok(new.clone()));
     // A key of another certificate: rustls refuses the pair.
@@ -191,5 +206,8 @@ fn missing_files_name_the_setting() {
         ca: None,
     };
     let e = Tls::load(files, AuthClients::No).unwrap_err().to_string();
-    assert!(e.starts_with("tls-cert-file /nonexistent/node.crt: "), "{e}");
+    assert!(
+        e.starts_with("tls-cert-file /nonexistent/node.crt: "),
+        "{e}"
+    );
 }

@@ -37,7 +37,13 @@ fn tls_server(pki: &TestPki, auth: &str, plain: bool) -> (Server, u16) {
 /// if given. Returns stdout and stderr together.
 fn redis_cli_tls(pki: &TestPki, port: u16, stem: Option<&str>, args: &[&str]) -> String {
     let mut cmd = Command::new("redis-cli");
-    cmd.args(["--tls", "--cacert", &pki.arg("ca.crt"), "-p", &port.to_string()]);
+    cmd.args([
+        "--tls",
+        "--cacert",
+        &pki.arg("ca.crt"),
+        "-p",
+        &port.to_string(),
+    ]);
     if let Some(stem) = stem {
         cmd.args(["--cert", &pki.arg(&format!("{stem}.crt"))]);
         cmd.args(["--key", &pki.arg(&format!("{stem}.key"))]);
@@ -60,27 +66,46 @@ fn tls_serves_redis_cli_and_the_same_sessions_as_the_plain_port() {
     let (_dir, pki) = pki();
     let (server, port) = tls_server(&pki, "yes", true);
     let out = redis_cli_tls(&pki, port, Some("client"), &["PING"]);
-    assert_eq!(out.trim(), "PONG", "redis-cli --tls with a client certificate");
+    assert_eq!(
+        out.trim(),
+        "PONG",
+        "redis-cli --tls with a client certificate"
+    );
     let out = redis_cli_tls(&pki, port, Some("client"), &["SET", "tls:k", "over tls"]);
     assert_eq!(out.trim(), "OK");
     let mut plain = server.conn();
-    assert_reply(&plain.c("GET tls:k"), &bulk_bytes(b"over tls"), "plain sees TLS write");
+    assert_reply(
+        &plain.c("GET tls:k"),
+        &bulk_bytes(b"over tls"),
+        "plain sees TLS write",
+    );
     // Under `tls-auth-clients yes` a client without a certificate, or with one another CA
     // signed, is refused.
     let out = redis_cli_tls(&pki, port, None, &["PING"]);
     assert!(!out.contains("PONG"), "no certificate, yet: {out}");
     assert!(!tls_ping(&pki, port, None), "rustls without a certificate");
-    assert!(!tls_ping(&pki, port, Some("stranger")), "a stranger's certificate");
+    assert!(
+        !tls_ping(&pki, port, Some("stranger")),
+        "a stranger's certificate"
+    );
     // RESP3, pub/sub and blocking over TLS, fed from the plain port.
     let cfg = client_config(&pki, Some("client"));
     let mut sub = TlsConn::connect(port, cfg.clone()).expect("connect");
     let hello = sub.cmd("HELLO 3", 3).expect("HELLO 3");
     assert!(hello.starts_with(b"%7\r\n"), "{}", show(&hello));
     let r = sub.cmd("SUBSCRIBE tls:ch", 3).expect("SUBSCRIBE");
-    assert_reply(&r, b">3\r\n$9\r\nsubscribe\r\n$6\r\ntls:ch\r\n:1\r\n", "subscribed");
+    assert_reply(
+        &r,
+        b">3\r\n$9\r\nsubscribe\r\n$6\r\ntls:ch\r\n:1\r\n",
+        "subscribed",
+    );
     assert_reply(&plain.c("PUBLISH tls:ch hi"), b":1\r\n", "one receiver");
     let msg = sub.read_reply(3).expect("message");
-    assert_reply(&msg, b">3\r\n$7\r\nmessage\r\n$6\r\ntls:ch\r\n$2\r\nhi\r\n", "pushed");
+    assert_reply(
+        &msg,
+        b">3\r\n$7\r\nmessage\r\n$6\r\ntls:ch\r\n$2\r\nhi\r\n",
+        "pushed",
+    );
     let mut blocked = TlsConn::connect(port, cfg).expect("connect");
     blocked.send("BLPOP tls:q 0").expect("send BLPOP");
     wait_blocked(&mut plain, 1);
@@ -89,7 +114,11 @@ fn tls_serves_redis_cli_and_the_same_sessions_as_the_plain_port() {
     assert_reply(&r, b"*2\r\n$5\r\ntls:q\r\n$1\r\nx\r\n", "unblocked");
     // CONFIG GET reports the TLS settings under Redis's names.
     let r = plain.c("CONFIG GET tls-auth-clients");
-    assert_reply(&r, b"*2\r\n$16\r\ntls-auth-clients\r\n$3\r\nyes\r\n", "auth");
+    assert_reply(
+        &r,
+        b"*2\r\n$16\r\ntls-auth-clients\r\n$3\r\nyes\r\n",
+        "auth",
+    );
     let r = plain.c("CONFIG GET tls-port");
     let want = bulk_bytes(port.to_string().as_bytes());
     assert!(r.ends_with(&want), "{}", show(&r));
@@ -103,8 +132,14 @@ fn tls_auth_clients_optional_and_no_accept_anonymous_clients() {
     let (_optional, port) = tls_server(&pki, "optional", true);
     let out = redis_cli_tls(&pki, port, None, &["PING"]);
     assert_eq!(out.trim(), "PONG", "optional: no certificate");
-    assert!(tls_ping(&pki, port, Some("client")), "optional: a good certificate");
-    assert!(!tls_ping(&pki, port, Some("stranger")), "optional: a bad one is refused");
+    assert!(
+        tls_ping(&pki, port, Some("client")),
+        "optional: a good certificate"
+    );
+    assert!(
+        !tls_ping(&pki, port, Some("stranger")),
+        "optional: a bad one is refused"
+    );
     let (_no, port) = tls_server(&pki, "no", true);
     let out = redis_cli_tls(&pki, port, None, &["PING"]);
     assert_eq!(out.trim(), "PONG", "no: no certificate");
@@ -220,7 +255,10 @@ fn protected_mode_refuses_other_hosts_with_redis_text() {
     let mut local = server.conn();
     assert_reply(&local.c("PING"), b"+PONG\r\n", "loopback");
     let info = info_text(&local.c("INFO stats"), 2);
-    assert_eq!(info_field(&info, "rejected_connections").as_deref(), Some("1"));
+    assert_eq!(
+        info_field(&info, "rejected_connections").as_deref(),
+        Some("1")
+    );
     // Off: served. On again with a password: asked to authenticate instead.
     assert_reply(&local.c("CONFIG SET protected-mode no"), b"+OK\r\n", "off");
     let (r, _) = ping_from(&net, 1, bridge, server.port());
@@ -228,7 +266,11 @@ fn protected_mode_refuses_other_hosts_with_redis_text() {
     let set = local.c("CONFIG SET protected-mode yes requirepass pw");
     assert_reply(&set, b"+OK\r\n", "on, with a password");
     let (r, _) = ping_from(&net, 1, bridge, server.port());
-    assert_reply(&r, &err_bytes("NOAUTH Authentication required."), "password set");
+    assert_reply(
+        &r,
+        &err_bytes("NOAUTH Authentication required."),
+        "password set",
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -305,7 +347,12 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
     const BATCHES: usize = 64; // 32 MiB in all: far past the kernel's socket buffers
     let mut server = Server::start();
     let mut c = server.conn();
-    let set = c.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "pubsub 4mb 1mb 60"]);
+    let set = c.cmd(&[
+        "CONFIG",
+        "SET",
+        "client-output-buffer-limit",
+        "pubsub 4mb 1mb 60",
+    ]);
     assert_reply(&set, b"+OK\r\n", "set the pubsub limit");
     let limits = b"normal 0 0 0 slave 268435456 67108864 60 pubsub 4194304 1048576 60";
     assert_reply(
@@ -327,7 +374,11 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
         let mut n = 0;
         while n < BATCH * BATCHES {
             let m = fast.read_reply();
-            assert!(m.starts_with(b"*3\r\n$7\r\nmessage\r\n"), "{}", show(&m[..40]));
+            assert!(
+                m.starts_with(b"*3\r\n$7\r\nmessage\r\n"),
+                "{}",
+                show(&m[..40])
+            );
             n += 1;
         }
         (n, fast)
@@ -342,14 +393,25 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
     let (n, _fast) = reader.join().expect("fast reader");
     assert_eq!(n, BATCH * BATCHES, "the fast subscriber got every message");
     assert_eq!(receivers.first(), Some(&2), "both subscribed at first");
-    assert_eq!(receivers.last(), Some(&1), "the slow one is gone by the end");
+    assert_eq!(
+        receivers.last(),
+        Some(&1),
+        "the slow one is gone by the end"
+    );
     let (got, closed) = slow.read_until_close(Duration::from_secs(10));
     assert!(closed, "the slow subscriber is still connected");
     assert!(got.len() < BATCH * BATCHES * MESSAGE, "it got everything");
     let info = info_text(&c.c("INFO"), 2);
     let field = |f: &str| info_field(&info, f).and_then(|v| v.parse::<u64>().ok());
     assert_eq!(field("client_output_buffer_limit_disconnections"), Some(1));
-    assert!(field("client_recent_max_output_buffer") > Some(4 << 20), "{info}");
-    assert_reply(&c.c("PUBSUB NUMSUB slow:ch"), b"*2\r\n$7\r\nslow:ch\r\n:1\r\n", "the fast one");
+    assert!(
+        field("client_recent_max_output_buffer") > Some(4 << 20),
+        "{info}"
+    );
+    assert_reply(
+        &c.c("PUBSUB NUMSUB slow:ch"),
+        b"*2\r\n$7\r\nslow:ch\r\n:1\r\n",
+        "the fast one",
+    );
     server.assert_alive();
 }

@@ -76,8 +76,9 @@ impl OutputLimits {
                 "slave" | "replica" => &mut out.replica,
                 "pubsub" => &mut out.pubsub,
                 _ => {
-                    return Err("Invalid client class specified in buffer limit configuration."
-                        .into())
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
                 }
             };
             let bytes = |w: &str| super::memory_value(w).and_then(|n| u64::try_from(n).ok());
@@ -91,12 +92,10 @@ impl OutputLimits {
                         soft_secs,
                     }
                 }
-                _ => {
-                    return Err(
-                        "Error in hard, soft or soft_seconds setting in buffer limit configuration."
-                            .into(),
-                    )
-                }
+                _ => return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                ),
             }
         }
         Ok(out)

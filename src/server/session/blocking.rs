@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use super::super::stream::ClientStream;
+use bytes::Bytes;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 

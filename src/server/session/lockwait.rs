@@ -15,7 +15,11 @@ use crate::server::lockwait::{cancel, release};
 
 impl Session {
     /// Proposes the LOCK with this session as its waiter, and waits for the answer.
-    pub(super) async fn lock_wait(&mut self, mut lock: Acquire, stream: &mut ClientStream) -> Reply {
+    pub(super) async fn lock_wait(
+        &mut self,
+        mut lock: Acquire,
+        stream: &mut ClientStream,
+    ) -> Reply {
         let shared = self.shared.clone();
         let key = lock.key.clone();
         let (id, mut granted) = shared.waiters.register(key.clone(), lock.owner.clone());

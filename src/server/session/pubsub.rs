@@ -149,7 +149,12 @@ impl PubSub {
     /// Checks `pending` bytes of output against the pubsub class's `limit` at `now`, as
     /// Redis does each time it queues output: above the hard limit at once, above the soft
     /// limit once it has stayed above it for more than its seconds.
-    pub fn over_limit(&mut self, pending: usize, limit: ClassLimit, now: Instant) -> Option<OverLimit> {
+    pub fn over_limit(
+        &mut self,
+        pending: usize,
+        limit: ClassLimit,
+        now: Instant,
+    ) -> Option<OverLimit> {
         let pending = pending as u64;
         if limit.hard > 0 && pending > limit.hard {
             return Some(OverLimit::Hard);

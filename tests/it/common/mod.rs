@@ -513,9 +513,15 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, log: &Path) {
 /// after [`READY_TIMEOUT`]).
 pub fn wait_for_log(child: &mut Child, log: &Path, line: &str) {
     let deadline = Instant::now() + READY_TIMEOUT;
-    while !std::fs::read_to_string(log).unwrap_or_default().contains(line) {
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(line)
+    {
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("exited ({status}) before logging {line:?}; log:\n{}", tail(log, 60));
+            panic!(
+                "exited ({status}) before logging {line:?}; log:\n{}",
+                tail(log, 60)
+            );
         }
         assert!(
             Instant::now() < deadline,

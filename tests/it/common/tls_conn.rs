@@ -65,7 +65,11 @@ impl TlsConn {
 
     /// The certificate the server presented (DER).
     pub fn server_cert(&self) -> Vec<u8> {
-        self.stream.conn.peer_certificates().expect("a server certificate")[0].to_vec()
+        self.stream
+            .conn
+            .peer_certificates()
+            .expect("a server certificate")[0]
+            .to_vec()
     }
 
     /// Sends one command given as words.
