@@ -343,7 +343,7 @@ impl Shared {
         } else {
             log_level.to_string()
         };
-        vec![
+        let mut values = vec![
             ("bind", Some(Text(c.bind.clone()))),
             ("port", Some(Integer(c.port.into()))),
             ("dir", Some(Text(c.dir.display().to_string()))),
@@ -374,7 +374,24 @@ impl Shared {
                     .filter(|l| l != crate::cmd::config::DEFAULT_OUTPUT_LIMITS)
                     .map(Text),
             ),
-        ]
+            ("tls-cluster", Some(Text(v("tls-cluster")))),
+        ];
+        let tls = c.tls.as_ref();
+        let path = |p: &std::path::Path| Text(p.display().to_string());
+        values.extend([
+            ("tls-port", tls.map(|t| Integer(t.port.into()))),
+            ("tls-cert-file", tls.map(|t| path(&t.files.cert))),
+            ("tls-key-file", tls.map(|t| path(&t.files.key))),
+            (
+                "tls-ca-cert-file",
+                tls.and_then(|t| t.files.ca.as_deref().map(path)),
+            ),
+            (
+                "tls-auth-clients",
+                tls.map(|t| Text(t.auth_clients.word().into())),
+            ),
+        ]);
+        values
     }
 
     /// Gathers INFO's fields.
