@@ -967,6 +967,18 @@ async fn deny(shared: &Shared, mut stream: ClientStream, peer: SocketAddr) {
     let _ = stream.write_all(PROTECTED_MODE_DENIED.as_bytes()).await;
     let _ = stream.flush().await;
     let _ = stream.shutdown().await;
+    // Closing with the client's request still unread would send a reset, which can reach
+    // the client before the text does; take what it sent (a little, briefly) first.
+    let drain = async {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        for _ in 0..16 {
+            if !matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 /// Runs client work that followers forward to this node.
