@@ -69,9 +69,17 @@ start_node() {
         return
     fi
     mkdir -p "$DIR/n$n"
+    # PALISADE_TLS_DIR (ca.crt, node.crt, node.key): each node also serves TLS, on its client
+    # port + PALISADE_TLS_PORT_OFFSET (default 100), client certificates optional.
+    local tls=()
+    if [[ -n "${PALISADE_TLS_DIR:-}" ]]; then
+        tls=(--tls-port "$(($(port "$n") + ${PALISADE_TLS_PORT_OFFSET:-100}))"
+            --tls-cert-file "$PALISADE_TLS_DIR/node.crt" --tls-key-file "$PALISADE_TLS_DIR/node.key"
+            --tls-ca-cert-file "$PALISADE_TLS_DIR/ca.crt" --tls-auth-clients optional)
+    fi
     # shellcheck disable=SC2086  # PALISADE_FLAGS is a list of extra flags
     nohup "$exe" --node-id "$n" --port "$(port "$n")" --peer-port "$(peer_port "$n")" \
-        --dir "$DIR/n$n/data" --peers "$(peers)" ${PALISADE_FLAGS:-} \
+        --dir "$DIR/n$n/data" --peers "$(peers)" "${tls[@]}" ${PALISADE_FLAGS:-} \
         >>"$DIR/n$n/palisade.log" 2>&1 &
     echo $! >"$(pidfile "$n")"
     log "node $n: pid $!, client port $(port "$n"), peer port $(peer_port "$n")"

@@ -73,6 +73,8 @@ install_deps() {
     fi
     if wanted python; then
         command -v python3 >/dev/null 2>&1 || missing+=(python3)
+        # The TLS suite's certificates.
+        command -v openssl >/dev/null 2>&1 || missing+=(openssl)
         if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then missing+=(python3-venv); fi
     fi
     if wanted node; then
@@ -104,8 +106,12 @@ install_deps() {
 # --- the cluster -------------------------------------------------------------------------
 
 CLUSTER_DIR=""
+TLS_DIR=""
+# Each node's TLS port is its client port plus this (scripts/cluster.sh).
+TLS_OFFSET=100
 cluster() {
     PALISADE_NODES=3 PALISADE_BASE_PORT="$BASE_PORT" PALISADE_CLUSTER_DIR="$CLUSTER_DIR" \
+        PALISADE_TLS_DIR="$TLS_DIR" PALISADE_TLS_PORT_OFFSET="$TLS_OFFSET" \
         PALISADE_BIN="$CARGO_TARGET_DIR/release/palisade" scripts/cluster.sh "$@"
 }
 teardown() {
@@ -113,6 +119,23 @@ teardown() {
         cluster wipe >/dev/null 2>&1 || true
         CLUSTER_DIR=""
     fi
+}
+
+# make_tls_files DIR: a CA, and a node and a client certificate it signs (for 127.0.0.1 and
+# localhost, usable as server and as client), for the redis-py TLS suite.
+make_tls_files() {
+    local d="$1" name ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    mkdir -p "$d"
+    openssl req -x509 "${ec[@]}" -days 2 -subj "/CN=palisade compat CA" \
+        -keyout "$d/ca.key" -out "$d/ca.crt" -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    for name in node client; do
+        openssl req "${ec[@]}" -subj "/CN=$name" -keyout "$d/$name.key" -out "$d/$name.csr" 2>/dev/null
+        printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+            "extendedKeyUsage=serverAuth,clientAuth" "basicConstraints=CA:FALSE" >"$d/$name.ext"
+        openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+            -days 2 -extfile "$d/$name.ext" -out "$d/$name.crt" 2>/dev/null
+    done
 }
 
 start_cluster() {
@@ -123,6 +146,10 @@ start_cluster() {
         fi
     done
     CLUSTER_DIR="$(mktemp -d -t palisade-compat-cluster.XXXXXX)"
+    if wanted python; then
+        TLS_DIR="$CLUSTER_DIR/tls"
+        make_tls_files "$TLS_DIR"
+    fi
     trap teardown EXIT
     trap 'teardown; exit 130' INT TERM
     cluster start
@@ -238,6 +265,9 @@ run_target() {
             env COMPAT_PROTOCOL=2 .venv/bin/pytest tests/test_redis_py.py
         run_suite "$target" "$port" python "redis-py (RESP2, default)" "$(py_version .venv-redis5 redis)" pytest "$PY" \
             env COMPAT_PROTOCOL=default .venv-redis5/bin/pytest tests/test_redis_py.py
+        run_suite "$target" "$port" python "redis-py TLS (ssl=True)" "$v" pytest "$PY" \
+            env COMPAT_TLS_PORT=$((port + TLS_OFFSET)) COMPAT_TLS_DIR="$TLS_DIR" \
+            .venv/bin/pytest tests/test_tls.py
         run_suite "$target" "$port" python "pottery Redlock" "$(py_version .venv pottery)" pytest "$PY" \
             .venv/bin/pytest tests/test_pottery.py
         run_suite "$target" "$port" python "python-redis-lock" "$(py_version .venv python-redis-lock)" pytest "$PY" \

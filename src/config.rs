@@ -12,6 +12,33 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use serde::{Deserialize, Serialize};
 
 use crate::resp::Limits;
+use crate::tls::AuthClients;
+
+/// A Redis `yes|no` setting (flag value and file value alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum YesNo {
+    /// On.
+    Yes,
+    /// Off.
+    No,
+}
+
+impl YesNo {
+    /// True for yes.
+    pub fn on(self) -> bool {
+        self == YesNo::Yes
+    }
+
+    /// Redis's word for it.
+    pub fn word(self) -> &'static str {
+        if self.on() {
+            "yes"
+        } else {
+            "no"
+        }
+    }
+}
 
 /// Default client port, as Redis.
 pub const DEFAULT_PORT: u16 = 6379;
@@ -93,6 +120,37 @@ pub struct Settings {
     /// command line.
     #[arg(long)]
     pub cluster_secret_file: Option<PathBuf>,
+    /// TLS port for clients (0: none). With `--port 0` the node serves TLS only.
+    #[arg(long, default_value_t = 0)]
+    pub tls_port: u16,
+    /// PEM certificate chain of this node (client TLS, and the peer port's with
+    /// `--tls-cluster yes`); reread on SIGHUP.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-file`; reread on SIGHUP.
+    #[arg(long)]
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM CA certificates that client (and peer) certificates must chain to.
+    #[arg(long)]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must present a certificate signed by the CA.
+    #[arg(long, value_enum, default_value_t = AuthClients::Yes)]
+    pub tls_auth_clients: AuthClients,
+    /// Mutual TLS on the peer port, with the same files.
+    #[arg(long, value_enum, default_value_t = YesNo::No)]
+    pub tls_cluster: YesNo,
+    /// Refuse clients from other hosts while the default user needs no password.
+    #[arg(long, value_enum, default_value_t = YesNo::Yes)]
+    pub protected_mode: YesNo,
+    /// Close a client idle for this many seconds (0: never); subscribers and blocked
+    /// clients are exempt.
+    #[arg(long, default_value_t = 0)]
+    pub timeout: u64,
+    /// Redis's `client-output-buffer-limit`: `class hard soft seconds` for one or more
+    /// classes (normal, replica, pubsub), over Redis's defaults (`normal 0 0 0 replica
+    /// 256mb 64mb 60 pubsub 32mb 8mb 60`). Palisade enforces the pubsub class.
+    #[arg(long)]
+    pub client_output_buffer_limit: Option<String>,
     /// The switches that only the command line sets.
     #[command(flatten)]
     #[serde(skip)]
@@ -175,7 +233,7 @@ fn given_as_flag(matches: &ArgMatches, key: &str) -> bool {
 pub struct Config {
     /// Client listen address.
     pub bind: String,
-    /// Client port (0 picks a free port).
+    /// Client port (0: no plain listener, the node serves TLS only).
     pub port: u16,
     /// Data directory.
     pub dir: PathBuf,
@@ -201,6 +259,17 @@ pub struct Config {
     pub log_level: String,
     /// Wait to be added to an existing cluster instead of forming one.
     pub join: bool,
+    /// Client TLS (None: no TLS listener).
+    pub tls: Option<TlsSettings>,
+    /// Mutual TLS on the peer port (`--tls-cluster yes`; the files are `tls`'s).
+    pub tls_cluster: bool,
+    /// `--protected-mode`.
+    pub protected_mode: bool,
+    /// `--timeout`: idle seconds before a client is closed (0: never).
+    pub timeout: u64,
+    /// `--client-output-buffer-limit`, as given (the server checks it and applies it over
+    /// Redis's defaults).
+    pub client_output_buffer_limit: Option<String>,
     /// RAFT.FAULT is allowed.
     pub fault_injection: bool,
     /// Test-only clock offset in ms (chaos tests).
@@ -213,6 +282,41 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// The peer handshake's shared secret (`--cluster-secret`), if any.
     pub cluster_secret: Option<Vec<u8>>,
+}
+
+/// The TLS settings, once checked: a port and the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// The TLS client port (0: none, when only the peer port uses TLS).
+    pub port: u16,
+    /// Certificate, key and CA files.
+    pub files: crate::tls::Files,
+    /// `--tls-auth-clients`.
+    pub auth_clients: AuthClients,
+}
+
+/// Checks the TLS flags: a TLS port or `--tls-cluster yes` needs the certificate and key;
+/// verifying clients or peers needs the CA (Redis's rule and text).
+fn tls_settings(s: &Settings) -> anyhow::Result<Option<TlsSettings>> {
+    if s.tls_port == 0 && !s.tls_cluster.on() {
+        return Ok(None);
+    }
+    let (Some(cert), Some(key)) = (&s.tls_cert_file, &s.tls_key_file) else {
+        bail!("--tls-port and --tls-cluster need --tls-cert-file and --tls-key-file");
+    };
+    let verifies = s.tls_cluster.on() || (s.tls_port != 0 && s.tls_auth_clients != AuthClients::No);
+    if verifies && s.tls_ca_cert_file.is_none() {
+        bail!("{}", crate::tls::TlsError::NoCa);
+    }
+    Ok(Some(TlsSettings {
+        port: s.tls_port,
+        files: crate::tls::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: s.tls_ca_cert_file.clone(),
+        },
+        auth_clients: s.tls_auth_clients,
+    }))
 }
 
 /// Parses `1=host:port,2=host:port`.
@@ -284,10 +388,21 @@ impl Config {
             Some(p) => parse_peers(p)?,
             None => BTreeMap::new(),
         };
+        let tls = tls_settings(&s)?;
+        if s.port == 0 && s.tls_port == 0 {
+            bail!("Configured to not listen anywhere: --port 0 needs a --tls-port");
+        }
+        // As Redis's cluster bus: offset from the TLS port when the plain one is off.
+        let base_port = if s.port == 0 { s.tls_port } else { s.port };
         let cfg = Config {
             peer_port: s
                 .peer_port
-                .unwrap_or_else(|| s.port.wrapping_add(PEER_PORT_OFFSET)),
+                .unwrap_or_else(|| base_port.wrapping_add(PEER_PORT_OFFSET)),
+            tls,
+            tls_cluster: s.tls_cluster.on(),
+            protected_mode: s.protected_mode.on(),
+            timeout: s.timeout,
+            client_output_buffer_limit: s.client_output_buffer_limit,
             bind: s.bind,
             port: s.port,
             dir: s.dir,
@@ -325,9 +440,9 @@ impl Config {
     }
 
     /// Refuses a peer port that anyone on the network could use: one bound to an address
-    /// that is not loopback, with neither a cluster secret nor mutual TLS (`tls_cluster`).
-    pub fn check_peer_security(&self, tls_cluster: bool) -> anyhow::Result<()> {
-        if self.cluster_secret.is_some() || tls_cluster || is_loopback(&self.bind) {
+    /// that is not loopback, with neither a cluster secret nor mutual TLS.
+    pub fn check_peer_security(&self) -> anyhow::Result<()> {
+        if self.cluster_secret.is_some() || self.tls_cluster || is_loopback(&self.bind) {
             return Ok(());
         }
         bail!(
@@ -589,6 +704,15 @@ mod tests {
             "test-lose-unsynced-writes",
             "cluster-secret",
             "cluster-secret-file",
+            "tls-port",
+            "tls-cert-file",
+            "tls-key-file",
+            "tls-ca-cert-file",
+            "tls-auth-clients",
+            "tls-cluster",
+            "protected-mode",
+            "timeout",
+            "client-output-buffer-limit",
         ] {
             assert!(longs.contains(&flag), "--{flag}");
         }
@@ -635,6 +759,74 @@ mod tests {
         let table: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         assert_eq!(table.get("requirepass"), None);
         assert_eq!(table.get("port"), int(2).as_ref());
+    }
+
+    #[test]
+    fn security_settings_from_flags_and_file() {
+        let cfg = config(&[]).unwrap();
+        assert!(cfg.tls.is_none() && !cfg.tls_cluster);
+        assert!(cfg.protected_mode);
+        assert_eq!((cfg.timeout, cfg.client_output_buffer_limit), (0, None));
+        let (_dir, path) = file(
+            "tls-port = 7443\ntls-cert-file = \"/c.crt\"\ntls-key-file = \"/c.key\"\n\
+             tls-ca-cert-file = \"/ca.crt\"\ntls-auth-clients = \"optional\"\n\
+             tls-cluster = \"yes\"\nprotected-mode = \"no\"\ntimeout = 5\n\
+             client-output-buffer-limit = \"pubsub 1mb 1mb 0\"\n",
+        );
+        let cfg = config(&["--config", &path, "--tls-auth-clients", "no"]).unwrap();
+        let tls = cfg.tls.clone().unwrap();
+        assert_eq!(tls.port, 7443);
+        assert_eq!(tls.files.cert, PathBuf::from("/c.crt"));
+        assert_eq!(tls.files.key, PathBuf::from("/c.key"));
+        assert_eq!(tls.files.ca, Some(PathBuf::from("/ca.crt")));
+        assert_eq!(tls.auth_clients, AuthClients::No);
+        assert!(cfg.tls_cluster && !cfg.protected_mode);
+        assert_eq!(cfg.timeout, 5);
+        assert_eq!(
+            cfg.client_output_buffer_limit.as_deref(),
+            Some("pubsub 1mb 1mb 0")
+        );
+    }
+
+    #[test]
+    fn tls_checks_keep_their_text() {
+        let e = config(&["--tls-port", "7443"]).unwrap_err();
+        assert_eq!(
+            format!("{e}"),
+            "--tls-port and --tls-cluster need --tls-cert-file and --tls-key-file"
+        );
+        let files = ["--tls-cert-file", "/c", "--tls-key-file", "/k"];
+        let with = |extra: &[&str]| {
+            let mut args = files.to_vec();
+            args.extend_from_slice(extra);
+            config(&args)
+        };
+        let no_ca = "Either tls-ca-cert-file or tls-ca-cert-dir must be specified when \
+                     tls-cluster, tls-replication or tls-auth-clients are enabled!";
+        let e = with(&["--tls-port", "7443"]).unwrap_err();
+        assert_eq!(format!("{e}"), no_ca);
+        let e = with(&["--tls-cluster", "yes"]).unwrap_err();
+        assert_eq!(format!("{e}"), no_ca);
+        let cfg = with(&["--tls-port", "7443", "--tls-auth-clients", "no"]).unwrap();
+        assert_eq!(cfg.tls.map(|t| t.files.ca), Some(None));
+        // --port 0 serves TLS only, and the peer port follows the TLS port; without a
+        // TLS port it would serve nothing.
+        let cfg = with(&[
+            "--port",
+            "0",
+            "--tls-port",
+            "7443",
+            "--tls-auth-clients",
+            "no",
+        ]);
+        assert_eq!(cfg.unwrap().peer_port, 17443);
+        let e = config(&["--port", "0"]).unwrap_err();
+        assert_eq!(
+            format!("{e}"),
+            "Configured to not listen anywhere: --port 0 needs a --tls-port"
+        );
+        assert!(Settings::try_parse_from(["palisade", "--tls-auth-clients", "maybe"]).is_err());
+        assert!(Settings::try_parse_from(["palisade", "--protected-mode", "on"]).is_err());
     }
 
     #[test]

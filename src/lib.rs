@@ -27,6 +27,7 @@
 //! - [`raft`]: the Raft handle, peer network, node start-up.
 //! - [`server`]: accept loop, sessions, batching, housekeeping.
 //! - [`config`]: flags, TOML file and defaults.
+//! - [`tls`]: rustls configurations for the client port and the peer port, reloaded on SIGHUP.
 //!
 //! Which module may use which is drawn in docs/architecture.md ("Layers").
 
@@ -39,3 +40,4 @@ pub mod script;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod tls;

@@ -1,7 +1,9 @@
-//! The `palisade` binary: configuration, tracing, start the node, wait for a signal, shut down.
+//! The `palisade` binary: configuration, tracing, start the node, wait for a signal (SIGHUP
+//! reloads the TLS certificates; SIGINT and SIGTERM stop), shut down.
 
 use palisade::config::{Config, Settings};
 use palisade::server::Server;
+use tokio::signal::unix::{signal, SignalKind};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
@@ -45,9 +47,16 @@ async fn main() -> anyhow::Result<()> {
         let filter = EnvFilter::try_new(filter_spec(level)).map_err(|e| e.to_string())?;
         reload.reload(filter).map_err(|e| e.to_string())
     }));
-    tokio::select! {
-        r = wait_for_signal() => r?,
-        _ = server.shutdown_requested() => {}
+    let mut hangup = signal(SignalKind::hangup())?;
+    let stop_signal = wait_for_signal();
+    tokio::pin!(stop_signal);
+    loop {
+        tokio::select! {
+            r = &mut stop_signal => break r?,
+            _ = server.shutdown_requested() => break,
+            // As Redis's operators expect of a TLS server: SIGHUP rereads the certificates.
+            _ = hangup.recv() => server.reload_tls(),
+        }
     }
     tracing::info!("shutting down");
     server.shutdown().await;
@@ -65,7 +74,6 @@ fn filter_spec(log_level: &str) -> String {
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,

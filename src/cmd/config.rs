@@ -5,14 +5,15 @@
 //! [`PARAMS`] is the list of parameters. Each has a [`Effect`]:
 //!
 //! - **live**: `CONFIG SET` changes the running node (`maxclients`, the request-size limits,
-//!   `requirepass`, `loglevel`, the slow log's two settings, `lock-delay-ms`);
+//!   `requirepass`, `loglevel`, the slow log's two settings, `lock-delay-ms`,
+//!   `protected-mode`, `timeout`, `client-output-buffer-limit`);
 //! - **stored**: Redis's encoding and tuning parameters, which mean nothing to Palisade's
 //!   storage. `CONFIG SET` checks the value as Redis does and keeps it, and `CONFIG GET`
 //!   shows it; the encoding thresholds also shape what `OBJECT ENCODING` reports;
 //! - **ignored**: persistence parameters whose answer is a fact of Palisade (`save ""`,
 //!   `appendonly yes`, `appendfsync always`: every write is fsync'd before its reply). A
 //!   valid `CONFIG SET` is accepted, and `CONFIG GET` keeps telling the truth;
-//! - **fixed**: what Palisade cannot do (`maxmemory`, `timeout`, keyspace events for ordinary
+//! - **fixed**: what Palisade cannot do (`maxmemory`, keyspace events for ordinary
 //!   commands): `CONFIG SET` accepts only the value it has and refuses any other;
 //! - **immutable** or **protected**: set at start (the flags), refused by `CONFIG SET` with
 //!   Redis's text.
@@ -21,7 +22,9 @@
 //! are mirrored in atomics ([`Live`]).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+pub mod obuf;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLock};
 
 use bytes::Bytes;
@@ -135,6 +138,8 @@ pub enum Kind {
     Save,
     /// Redis's `notify-keyspace-events` class characters.
     Events,
+    /// Redis's `client-output-buffer-limit` (see [`obuf`]).
+    OutputLimits,
 }
 
 /// What `CONFIG SET` does with a parameter (see the module docs).
@@ -224,6 +229,25 @@ pub static PARAMS: &[Param] = &[
     p("slowlog-log-slower-than", Int(-1, MAX), Live, "10000"),
     p("slowlog-max-len", Int(0, MAX), Live, "128"),
     p("lock-delay-ms", Int(0, MAX), Live, "0"),
+    p("protected-mode", Bool, Live, "yes"),
+    p("timeout", Int(0, i32::MAX as i64), Live, "0"),
+    p(
+        "client-output-buffer-limit",
+        OutputLimits,
+        Live,
+        crate::cmd::config::DEFAULT_OUTPUT_LIMITS,
+    ),
+    p("tls-port", Int(0, 65535), Immutable, "0"),
+    p("tls-cert-file", Text, Immutable, ""),
+    p("tls-key-file", Text, Immutable, ""),
+    p("tls-ca-cert-file", Text, Immutable, ""),
+    p(
+        "tls-auth-clients",
+        Enum(&["yes", "no", "optional"]),
+        Immutable,
+        "yes",
+    ),
+    p("tls-cluster", Bool, Immutable, "no"),
     p("write-timeout-ms", Int(1, MAX), Immutable, "5000"),
     p("node-id", Int(1, MAX), Immutable, "1"),
     p("peer-port", Int(0, 65535), Immutable, "16379"),
@@ -244,7 +268,6 @@ pub static PARAMS: &[Param] = &[
     ),
     p("maxmemory", Memory(0, MAX), Fixed, "0"),
     p("maxmemory-clients", Memory(0, MAX), Fixed, "0"),
-    p("timeout", Int(0, i32::MAX as i64), Fixed, "0"),
     p("notify-keyspace-events", Events, Fixed, ""),
     p("latency-monitor-threshold", Int(0, MAX), Fixed, "0"),
     // Redis's encoding and tuning parameters: kept, with no effect on storage.
@@ -284,6 +307,10 @@ pub static PARAMS: &[Param] = &[
     p("lazyfree-lazy-user-flush", Bool, Stored, "no"),
 ];
 
+/// Redis's default `client-output-buffer-limit`, as CONFIG GET shows it.
+pub const DEFAULT_OUTPUT_LIMITS: &str =
+    "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
+
 /// The parameter named `name` (either of its names, any case).
 pub fn param(name: &str) -> Option<&'static Param> {
     let name = name.to_ascii_lowercase();
@@ -294,7 +321,7 @@ pub fn param(name: &str) -> Option<&'static Param> {
 
 /// Redis's memory value: digits with an optional unit (`b`, `k`, `kb`, `m`, `mb`, `g`, `gb`,
 /// any case; `k` is 1000, `kb` 1024).
-fn memory_value(s: &str) -> Option<i64> {
+pub(crate) fn memory_value(s: &str) -> Option<i64> {
     let lower = s.to_ascii_lowercase();
     let split = lower
         .find(|c: char| !c.is_ascii_digit())
@@ -364,6 +391,8 @@ pub fn check(param: &Param, value: &[u8]) -> Result<String, String> {
                 Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
             }
         }
+        // Over the defaults; `Store::set` applies a value over the current limits instead.
+        OutputLimits => obuf::OutputLimits::parse(&text).map(|l| l.to_string()),
     }
 }
 
@@ -384,6 +413,14 @@ pub struct Live {
     pub slowlog_slower_than: AtomicI64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: AtomicUsize,
+    /// `protected-mode`.
+    pub protected_mode: AtomicBool,
+    /// `timeout`, in seconds (0: never).
+    pub timeout_secs: AtomicU64,
+    /// Woken when `timeout` changes, so that idle sessions re-arm their timers.
+    pub timeout_changed: tokio::sync::Notify,
+    /// The pubsub class of `client-output-buffer-limit`: hard, soft (bytes), soft seconds.
+    pub pubsub_limit: [AtomicU64; 3],
 }
 
 /// Applies a new log level (Redis's word) to the running node's logging.
@@ -504,7 +541,13 @@ impl Store {
         }
         let mut checked = Vec::with_capacity(chosen.len());
         for (p, name, value) in chosen {
-            match check(p, value.as_bytes()) {
+            let checked_value = match p.kind {
+                OutputLimits => obuf::OutputLimits::parse(&self.value(p.name))
+                    .and_then(|now| now.with(&value))
+                    .map(|l| l.to_string()),
+                _ => check(p, value.as_bytes()),
+            };
+            match checked_value {
                 Ok(v) if p.effect == Fixed && v != self.value(p.name) => {
                     return set_failed(&name, "can't set immutable config")
                 }
@@ -544,6 +587,19 @@ impl Store {
             "lock-delay-ms" => l.lock_delay_ms.store(n.max(0) as u64, Ordering::Relaxed),
             "slowlog-log-slower-than" => l.slowlog_slower_than.store(n, Ordering::Relaxed),
             "slowlog-max-len" => l.slowlog_max_len.store(u, Ordering::Relaxed),
+            "protected-mode" => l.protected_mode.store(value == "yes", Ordering::Relaxed),
+            "timeout" => {
+                l.timeout_secs.store(n.max(0) as u64, Ordering::Relaxed);
+                l.timeout_changed.notify_waiters();
+            }
+            "client-output-buffer-limit" => {
+                if let Ok(limits) = obuf::OutputLimits::parse(value) {
+                    let p = limits.pubsub;
+                    for (slot, v) in l.pubsub_limit.iter().zip([p.hard, p.soft, p.soft_secs]) {
+                        slot.store(v, Ordering::Relaxed);
+                    }
+                }
+            }
             _ => {}
         }
     }

@@ -38,6 +38,10 @@ pub struct InfoData {
     pub connected_clients: usize,
     /// Of those, clients waiting in a blocking command.
     pub blocked_clients: usize,
+    /// The most output pending for one client over the last few seconds, in bytes.
+    pub client_recent_max_output_buffer: u64,
+    /// Subscribers closed at their output buffer limit.
+    pub output_limit_disconnections: u64,
     /// Configured maximum.
     pub maxclients: usize,
     /// Resident memory in bytes, if known.
@@ -240,6 +244,10 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
         vec![
             ("connected_clients", d.connected_clients.to_string()),
             ("maxclients", d.maxclients.to_string()),
+            (
+                "client_recent_max_output_buffer",
+                d.client_recent_max_output_buffer.to_string(),
+            ),
             ("blocked_clients", d.blocked_clients.to_string()),
         ],
     );
@@ -288,6 +296,10 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
             ("instantaneous_input_kbps", format!("{:.2}", d.rates.1)),
             ("instantaneous_output_kbps", format!("{:.2}", d.rates.2)),
             ("rejected_connections", d.rejected_connections.to_string()),
+            (
+                "client_output_buffer_limit_disconnections",
+                d.output_limit_disconnections.to_string(),
+            ),
             ("expired_keys", d.expired_keys.to_string()),
             ("evicted_keys", "0".into()),
             ("pubsub_channels", d.pubsub.0.to_string()),

@@ -10,6 +10,7 @@ pub mod lockwait;
 pub mod proposer;
 pub mod reader;
 pub mod session;
+pub mod stream;
 
 use openraft::async_runtime::watch::WatchReceiver;
 use std::net::SocketAddr;
@@ -18,9 +19,10 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::cmd::info::InfoData;
 use crate::cmd::Command;
@@ -36,6 +38,7 @@ use clients::{ClientInfo, Clients};
 use forward::LeaderLink;
 use proposer::{Clock, Proposer};
 use reader::Reader;
+use stream::ClientStream;
 
 /// Server-wide counters.
 #[derive(Default)]
@@ -50,10 +53,22 @@ pub struct Stats {
     pub traffic: session::stats::Traffic,
     /// The highest `used_memory` seen.
     pub memory_peak: AtomicU64,
+    /// Subscribers closed at their output buffer limit (INFO
+    /// `client_output_buffer_limit_disconnections`).
+    pub output_limit_disconnections: AtomicU64,
+    /// The most output pending for one client in this window and the last (INFO
+    /// `client_recent_max_output_buffer`, which Redis also reports over recent seconds).
+    pub output_peak: [AtomicU64; 2],
 }
 
 /// How often the instantaneous rates are sampled (Redis: every 100 ms, from serverCron).
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// Samples per window of `client_recent_max_output_buffer` (5 s).
+const OUTPUT_PEAK_SAMPLES: u32 = 50;
+/// How long a TLS client may take to finish its handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Redis 7's reply to a client from another host while protected mode is on.
+pub const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 impl Stats {
     /// Resets what `CONFIG RESETSTAT` resets in Redis and this node counts outside the
@@ -66,6 +81,24 @@ impl Stats {
         self.calls.reset();
         self.traffic.reset();
         self.memory_peak.store(0, Ordering::Relaxed);
+        self.output_limit_disconnections.store(0, Ordering::Relaxed);
+    }
+
+    /// Records `pending` bytes of output queued for one client.
+    pub fn note_output(&self, pending: usize) {
+        self.output_peak[0].fetch_max(pending as u64, Ordering::Relaxed);
+    }
+
+    /// The largest output pending for one client over the last few seconds.
+    pub fn recent_max_output(&self) -> u64 {
+        let [a, b] = &self.output_peak;
+        a.load(Ordering::Relaxed).max(b.load(Ordering::Relaxed))
+    }
+
+    /// Starts a new window of the output peak: the current one becomes the last.
+    fn rotate_output_peak(&self) {
+        let now = self.output_peak[0].swap(0, Ordering::Relaxed);
+        self.output_peak[1].store(now, Ordering::Relaxed);
     }
 
     /// Raises the memory peak to `used` if higher; returns the peak.
@@ -80,6 +113,7 @@ impl Stats {
 async fn sample_stats(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut samples = 0u32;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -88,6 +122,10 @@ async fn sample_stats(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         let stats = &shared.stats;
         stats.traffic.sample(Instant::now(), stats.calls.executed());
         stats.note_memory(allocator_bytes().0);
+        samples += 1;
+        if samples.is_multiple_of(OUTPUT_PEAK_SAMPLES) {
+            stats.rotate_output_peak();
+        }
     }
 }
 
@@ -113,8 +151,10 @@ pub struct Shared {
     pub run_id: String,
     /// Start time.
     pub started: Instant,
-    /// The bound client address.
+    /// The bound client address (the TLS one when the node serves TLS only).
     pub addr: SocketAddr,
+    /// Client TLS and the peer port's mutual TLS, reloaded on SIGHUP (None: no TLS).
+    pub tls: Option<Arc<crate::tls::Tls>>,
     /// The way to the leader (forwarding) and the peer identity.
     pub link: Arc<LeaderLink>,
     /// The store (INFO reads its memory figures).
@@ -166,6 +206,43 @@ impl Shared {
     /// The password clients need now, if any (`requirepass ""` is none, as in Redis).
     pub fn requirepass(&self) -> Option<String> {
         Some(self.settings.value("requirepass")).filter(|p| !p.is_empty())
+    }
+
+    /// True if the default user can be used without a password: the one question
+    /// protected mode asks about users (with ACL users, "the default user is `nopass`").
+    pub fn default_user_needs_no_password(&self) -> bool {
+        self.requirepass().is_none()
+    }
+
+    /// Protected mode as Redis 7: while it is on and the default user needs no password,
+    /// only loopback clients are served. A node bound to loopback only gets no others.
+    pub fn protected_mode_refuses(&self, peer: std::net::IpAddr) -> bool {
+        let loopback = match peer {
+            std::net::IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+            v4 => v4.is_loopback(),
+        };
+        self.settings.live.protected_mode.load(Ordering::Relaxed)
+            && !loopback
+            && self.default_user_needs_no_password()
+    }
+
+    /// The pubsub class of `client-output-buffer-limit` now: hard and soft limits in bytes
+    /// (0: none) and the soft limit's seconds.
+    pub fn pubsub_output_limit(&self) -> crate::cmd::config::obuf::ClassLimit {
+        let [hard, soft, secs] = &self.settings.live.pubsub_limit;
+        crate::cmd::config::obuf::ClassLimit {
+            hard: hard.load(Ordering::Relaxed),
+            soft: soft.load(Ordering::Relaxed),
+            soft_secs: secs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `timeout` now: how long a normal client may stay idle (None: forever).
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        let secs = self.settings.live.timeout_secs.load(Ordering::Relaxed);
+        (secs > 0).then(|| Duration::from_secs(secs))
     }
 
     /// A client's write with the server's default lock-delay applied to a LOCK (a no-op
@@ -267,7 +344,7 @@ impl Shared {
         } else {
             log_level.to_string()
         };
-        vec![
+        let mut values = vec![
             ("bind", Some(Text(c.bind.clone()))),
             ("port", Some(Integer(c.port.into()))),
             ("dir", Some(Text(c.dir.display().to_string()))),
@@ -290,7 +367,32 @@ impl Shared {
             ("lock-delay-ms", int("lock-delay-ms")),
             ("log-level", Some(Text(log_level))),
             ("join", Some(Boolean(c.join))),
-        ]
+            ("protected-mode", Some(Text(v("protected-mode")))),
+            ("timeout", int("timeout")),
+            (
+                "client-output-buffer-limit",
+                Some(v("client-output-buffer-limit"))
+                    .filter(|l| l != crate::cmd::config::DEFAULT_OUTPUT_LIMITS)
+                    .map(Text),
+            ),
+            ("tls-cluster", Some(Text(v("tls-cluster")))),
+        ];
+        let tls = c.tls.as_ref();
+        let path = |p: &std::path::Path| Text(p.display().to_string());
+        values.extend([
+            ("tls-port", tls.map(|t| Integer(t.port.into()))),
+            ("tls-cert-file", tls.map(|t| path(&t.files.cert))),
+            ("tls-key-file", tls.map(|t| path(&t.files.key))),
+            (
+                "tls-ca-cert-file",
+                tls.and_then(|t| t.files.ca.as_deref().map(path)),
+            ),
+            (
+                "tls-auth-clients",
+                tls.map(|t| Text(t.auth_clients.word().into())),
+            ),
+        ]);
+        values
     }
 
     /// Gathers INFO's fields.
@@ -321,6 +423,11 @@ impl Shared {
             uptime_secs: self.started.elapsed().as_secs(),
             connected_clients: self.clients.len(),
             blocked_clients: self.clients.blocked(),
+            client_recent_max_output_buffer: self.stats.recent_max_output(),
+            output_limit_disconnections: self
+                .stats
+                .output_limit_disconnections
+                .load(Ordering::Relaxed),
             maxclients: self.maxclients(),
             used_memory_rss: rss_bytes(),
             allocator,
@@ -473,9 +580,13 @@ fn unix_secs() -> i64 {
 }
 
 /// The CONFIG values the node starts with: its settings under their parameter names.
-fn start_params(c: &Config, port: u16) -> Vec<(&'static str, String)> {
+fn start_params(
+    c: &Config,
+    port: u16,
+    output_limits: &crate::cmd::config::obuf::OutputLimits,
+) -> Vec<(&'static str, String)> {
     let l = &c.limits;
-    vec![
+    let mut params = vec![
         ("bind", c.bind.clone()),
         ("port", port.to_string()),
         ("dir", c.dir.display().to_string()),
@@ -493,7 +604,33 @@ fn start_params(c: &Config, port: u16) -> Vec<(&'static str, String)> {
         ("node-id", c.node_id.to_string()),
         ("peer-port", c.peer_port.to_string()),
         ("snapshot-every", c.snapshot_every.to_string()),
-    ]
+        ("protected-mode", yes_no(c.protected_mode).into()),
+        ("timeout", c.timeout.to_string()),
+        ("client-output-buffer-limit", output_limits.to_string()),
+        ("tls-cluster", yes_no(c.tls_cluster).into()),
+    ];
+    if let Some(t) = &c.tls {
+        let path = |p: &std::path::Path| p.display().to_string();
+        params.extend([
+            ("tls-port", t.port.to_string()),
+            ("tls-cert-file", path(&t.files.cert)),
+            ("tls-key-file", path(&t.files.key)),
+            (
+                "tls-ca-cert-file",
+                t.files.ca.as_deref().map(path).unwrap_or_default(),
+            ),
+            ("tls-auth-clients", t.auth_clients.word().into()),
+        ]);
+    }
+    params
+}
+
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
 }
 
 fn random_run_id() -> String {
@@ -523,18 +660,47 @@ impl Server {
             join: config.join,
             lose_unsynced_writes: config.test_lose_unsynced_writes,
             broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).map_or(true, |v| v != "0"),
-            peer_auth: PeerAuth::new(config.cluster_secret.clone()),
+            peer_auth: PeerAuth::default(),
         };
+        let output_limits = crate::cmd::config::obuf::OutputLimits::default()
+            .with(
+                config
+                    .client_output_buffer_limit
+                    .as_deref()
+                    .unwrap_or(crate::cmd::config::DEFAULT_OUTPUT_LIMITS),
+            )
+            .map_err(|e| anyhow::anyhow!("--client-output-buffer-limit: {e}"))?;
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(crate::tls::Tls::load(
+                t.files.clone(),
+                t.auth_clients,
+            )?)),
+            None => None,
+        };
+        let mut settings = settings;
+        settings.peer_auth = PeerAuth::new(config.cluster_secret.clone())
+            .with_tls(tls.clone().filter(|_| config.tls_cluster));
         // Bind first: a port conflict should fail before Raft touches the data directory.
-        let listener = TcpListener::bind((config.bind.as_str(), config.port))
-            .await
-            .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
-        config.check_peer_security(false)?;
+        let listeners = Listeners {
+            plain: bind_client_port(&config.bind, config.port).await?,
+            tls: match (&tls, &config.tls) {
+                (Some(tls), Some(t)) => bind_client_port(&config.bind, t.port)
+                    .await?
+                    .map(|l| (l, tls.clone())),
+                _ => None,
+            },
+        };
+        config.check_peer_security()?;
         let peer_listener = TcpListener::bind((config.bind.as_str(), config.peer_port))
             .await
             .with_context(|| format!("binding peer port {}:{}", config.bind, config.peer_port))?;
         let node = node::start(&settings).await?;
-        let addr = listener.local_addr()?;
+        let addr = listeners.addr()?;
+        // CONFIG GET port: 0 when only TLS is served, as in Redis.
+        let plain_port = match &listeners.plain {
+            Some(l) => l.local_addr()?.port(),
+            None => 0,
+        };
         let clock = Clock::with_fault(config.test_clock_offset_ms, config.test_clock_rate_ppm);
         let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
         let timeout = Duration::from_millis(config.write_timeout_ms);
@@ -559,7 +725,12 @@ impl Server {
             db: node.db.clone(),
             sync: node.sync.clone(),
             waiters: lockwait::Waiters::new(config.node_id, clock.boot),
-            settings: crate::cmd::config::Store::new(&start_params(&config, addr.port())),
+            settings: crate::cmd::config::Store::new(&start_params(
+                &config,
+                plain_port,
+                &output_limits,
+            )),
+            tls,
             slowlog: Default::default(),
             started_unix: unix_secs(),
             shutdown: tokio::sync::Notify::new(),
@@ -587,8 +758,9 @@ impl Server {
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));
         tasks.spawn(sample_stats(shared.clone(), stop_rx.clone()));
         tasks.spawn(lockwait::run(shared.clone(), lock_events, stop_rx.clone()));
-        tasks.spawn(accept_loop(shared.clone(), listener, stop_rx));
-        tracing::info!(addr = %addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");
+        let tls_addr = listeners.tls_addr();
+        tasks.spawn(accept_loop(shared.clone(), listeners, stop_rx));
+        tracing::info!(addr = %addr, tls_addr = ?tls_addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");
         Ok(Server {
             shared,
             stop,
@@ -599,6 +771,23 @@ impl Server {
     /// The bound client address.
     pub fn addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// Rereads the TLS certificate, key and CA files (SIGHUP): new handshakes use them,
+    /// live connections keep theirs. A bad file keeps the old configuration and is logged.
+    pub fn reload_tls(&self) {
+        let Some(tls) = &self.shared.tls else {
+            tracing::info!("SIGHUP: no TLS configured, nothing to reload");
+            return;
+        };
+        match tls.reload() {
+            Ok(()) => {
+                tracing::info!(cert = %tls.files().cert.display(), "TLS certificates reloaded")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "TLS reload failed; keeping the old certificates")
+            }
+        }
     }
 
     /// Installs the function that CONFIG SET loglevel calls to change the log filter.
@@ -630,16 +819,71 @@ impl Server {
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+/// The client listeners: the plain port and the TLS port, either of which may be off.
+struct Listeners {
+    plain: Option<TcpListener>,
+    tls: Option<(TcpListener, Arc<crate::tls::Tls>)>,
+}
+
+/// Binds a client port (None for port 0, which Redis reads as "do not listen").
+async fn bind_client_port(bind: &str, port: u16) -> anyhow::Result<Option<TcpListener>> {
+    if port == 0 {
+        return Ok(None);
+    }
+    let l = TcpListener::bind((bind, port))
+        .await
+        .with_context(|| format!("binding {bind}:{port}"))?;
+    Ok(Some(l))
+}
+
+impl Listeners {
+    /// The plain address, or the TLS one when only TLS is served.
+    fn addr(&self) -> anyhow::Result<SocketAddr> {
+        match (&self.plain, &self.tls) {
+            (Some(l), _) | (None, Some((l, _))) => Ok(l.local_addr()?),
+            (None, None) => anyhow::bail!("no client port to listen on"),
+        }
+    }
+
+    fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// The next connection on either port, with the TLS handshake still to do for the TLS
+    /// port's.
+    async fn accept(&self) -> std::io::Result<(TcpStream, SocketAddr, Option<TlsAcceptor>)> {
+        let plain = async {
+            match &self.plain {
+                Some(l) => l.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        let tls = async {
+            match &self.tls {
+                Some((l, tls)) => l
+                    .accept()
+                    .await
+                    .map(|(s, a)| (s, a, TlsAcceptor::from(tls.clients()))),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            a = plain => a.map(|(s, a)| (s, a, None)),
+            a = tls => a.map(|(s, a, t)| (s, a, Some(t))),
+        }
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listeners: Listeners, mut stop: watch::Receiver<bool>) {
     let mut sessions = JoinSet::new();
     let mut next_id: u64 = 0;
     loop {
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = listeners.accept() => a,
             _ = stop.changed() => break,
             Some(_) = sessions.join_next(), if !sessions.is_empty() => continue,
         };
-        let (stream, peer) = match accepted {
+        let (stream, peer, tls) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -650,11 +894,13 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
         if shared.clients.len() >= shared.maxclients() {
             shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
-                let mut stream = stream;
-                let _ = stream
-                    .write_all(b"-ERR max number of clients reached\r\n")
-                    .await;
+                if let Some(mut stream) = open_stream(stream, tls).await {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = stream
+                        .write_all(b"-ERR max number of clients reached\r\n")
+                        .await;
+                    let _ = stream.flush().await;
+                }
             });
             continue;
         }
@@ -679,11 +925,17 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
         });
         let (sh, rx) = (shared.clone(), stop.clone());
         sessions.spawn(async move {
-            session::serve(sh.clone(), stream, id, rx).await;
+            if let Some(stream) = open_stream(stream, tls).await {
+                if sh.protected_mode_refuses(peer.ip()) {
+                    deny(&sh, stream, peer).await;
+                } else {
+                    session::serve(sh.clone(), stream, id, rx).await;
+                }
+            }
             sh.clients.remove(id);
         });
     }
-    drop(listener);
+    drop(listeners);
     let drain = async { while sessions.join_next().await.is_some() {} };
     if tokio::time::timeout(Duration::from_secs(3), drain)
         .await
@@ -691,6 +943,49 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
     {
         sessions.abort_all();
     }
+}
+
+/// The client's stream: the socket itself, or the socket after a TLS handshake (None if
+/// the handshake failed or took too long, which is logged).
+async fn open_stream(stream: TcpStream, tls: Option<TlsAcceptor>) -> Option<ClientStream> {
+    let Some(acceptor) = tls else {
+        return Some(ClientStream::Plain(stream));
+    };
+    let peer = stream.peer_addr().ok();
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => Some(ClientStream::Tls(Box::new(s))),
+        Ok(Err(e)) => {
+            tracing::info!(peer = ?peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::info!(peer = ?peer, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// Protected mode's refusal: Redis's text, then the connection closes. Counted as a
+/// rejected connection, as Redis counts it.
+async fn deny(shared: &Shared, mut stream: ClientStream, peer: SocketAddr) {
+    use tokio::io::AsyncWriteExt;
+    shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(peer = %peer, "protected mode: refused a client from another host");
+    let _ = stream.write_all(PROTECTED_MODE_DENIED.as_bytes()).await;
+    let _ = stream.flush().await;
+    let _ = stream.shutdown().await;
+    // Closing with the client's request still unread would send a reset, which can reach
+    // the client before the text does; take what it sent (a little, briefly) first.
+    let drain = async {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        for _ in 0..16 {
+            if !matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 /// Runs client work that followers forward to this node.

@@ -14,14 +14,15 @@ mod lockwait;
 mod pubsub;
 pub mod stats;
 mod txn;
+mod wait;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::stream::ClientStream;
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -57,6 +58,11 @@ pub struct Session {
     outcome: stats::Outcome,
     /// The client's `ip:port` (SLOWLOG entries).
     peer: String,
+    /// The last read or write (the idle timeout counts from it, as Redis's
+    /// `lastinteraction`).
+    last_io: Instant,
+    /// A write left bytes in the TLS layer that a flush must push out.
+    unflushed: bool,
 }
 
 enum Slot {
@@ -112,11 +118,12 @@ async fn await_read(rx: oneshot::Receiver<Reply>, deadline: Instant) -> Reply {
 /// Serves one connection until it closes, errs or the server stops.
 pub async fn serve(
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: ClientStream,
     id: u64,
     mut stop: watch::Receiver<bool>,
 ) {
     let peer = stream
+        .tcp()
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
@@ -139,6 +146,8 @@ pub async fn serve(
             counts: stats::Local::default(),
             outcome: stats::Outcome::Called,
             peer: peer_field,
+            last_io: Instant::now(),
+            unflushed: false,
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -152,7 +161,7 @@ pub async fn serve(
 impl Session {
     async fn run(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut ClientStream,
         stop: &mut watch::Receiver<bool>,
     ) -> std::io::Result<()> {
         let mut buf = BytesMut::with_capacity(16 * 1024);
@@ -216,31 +225,22 @@ impl Session {
             if capped {
                 continue;
             }
-            tokio::select! {
-                n = stream.read_buf(&mut buf) => {
-                    let n = n?;
-                    if n == 0 {
-                        return Ok(());
-                    }
-                    self.shared.stats.traffic.input.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Some(event) = self.pubsub.next_event() => {
-                    for msg in self.pubsub.messages(&event) {
-                        msg.encode(self.proto, &mut self.out);
-                    }
-                    self.flush(stream).await?;
-                }
-                _ = stop.changed() => return Ok(()),
+            if !self.wait(stream, &mut buf, stop).await? {
+                return Ok(());
             }
         }
     }
 
     /// Writes out the encoded replies, counting the bytes.
-    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn flush(&mut self, stream: &mut ClientStream) -> std::io::Result<()> {
         if self.out.is_empty() {
             return Ok(());
         }
         stream.write_all(&self.out).await?;
+        // TLS keeps the last records until flushed; for plain TCP this is a no-op.
+        stream.flush().await?;
+        self.unflushed = false;
+        self.last_io = Instant::now();
         let n = self.out.len() as u64;
         self.shared
             .stats
@@ -253,7 +253,7 @@ impl Session {
 
     /// Executes one request, queueing its reply slots in order, and registers it for the
     /// command statistics, which count it once its replies are finished.
-    async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut ClientStream) -> std::io::Result<()> {
         let start = std::time::Instant::now();
         let name = match cmd::lookup(&String::from_utf8_lossy(&argv[0]).to_lowercase()) {
             Some(spec) => stats::stat_name(spec.name, &argv),
@@ -271,7 +271,11 @@ impl Session {
     }
 
     /// Executes one request (see [`Session::handle`]).
-    async fn dispatch(&mut self, argv: Vec<Bytes>, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn dispatch(
+        &mut self,
+        argv: Vec<Bytes>,
+        stream: &mut ClientStream,
+    ) -> std::io::Result<()> {
         let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
         let shared = self.shared.clone();
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
@@ -412,7 +416,7 @@ impl Session {
     }
 
     /// Waits for every queued reply and encodes them in order.
-    async fn finish_slots(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn finish_slots(&mut self, stream: &mut ClientStream) -> std::io::Result<()> {
         self.counts.close_done();
         for slot in std::mem::take(&mut self.slots) {
             let (reply, timed) = match slot {

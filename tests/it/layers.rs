@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("resp", &[]),
     ("state", &[]),
-    ("config", &["resp"]),
+    ("tls", &[]),
+    ("config", &["resp", "tls"]),
     ("cmd", &["resp", "state", "script"]),
     ("script", &["resp", "state", "cmd"]),
     ("raft_types", &["resp", "cmd"]),
     ("store", &["resp", "state", "cmd", "raft_types"]),
-    ("raft", &["resp", "cmd", "store", "raft_types"]),
+    ("raft", &["resp", "cmd", "store", "raft_types", "tls"]),
     (
         "server",
         &[
@@ -25,6 +26,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "raft",
             "raft_types",
             "store",
+            "tls",
         ],
     ),
 ];

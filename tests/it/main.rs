@@ -30,6 +30,7 @@ mod peer_auth;
 mod pubsub;
 mod rmw;
 mod scripting;
+mod security;
 mod seed_scenario;
 mod transactions;
 mod types;

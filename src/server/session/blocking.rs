@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use super::super::stream::ClientStream;
 use bytes::Bytes;
-use tokio::net::TcpStream;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
@@ -158,7 +158,7 @@ impl Session {
     /// BLPOP/BRPOP: pop now if possible; otherwise wait for a push to one of the keys to be
     /// applied on this node (from any client, script or node), then try again, until the
     /// timeout. The timeout reply is a null array (`*-1`, or `_` in RESP3).
-    pub(super) async fn blocking_pop(&mut self, pop: BPop, stream: &mut TcpStream) -> Reply {
+    pub(super) async fn blocking_pop(&mut self, pop: BPop, stream: &mut ClientStream) -> Reply {
         let until =
             (pop.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(pop.timeout_ms));
         // Subscribe before the first attempt, so a push applied after it is never missed.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use super::super::stream::ClientStream;
 use tokio::time::Instant;
 
 use super::{await_write, Session};
@@ -15,7 +15,11 @@ use crate::server::lockwait::{cancel, release};
 
 impl Session {
     /// Proposes the LOCK with this session as its waiter, and waits for the answer.
-    pub(super) async fn lock_wait(&mut self, mut lock: Acquire, stream: &mut TcpStream) -> Reply {
+    pub(super) async fn lock_wait(
+        &mut self,
+        mut lock: Acquire,
+        stream: &mut ClientStream,
+    ) -> Reply {
         let shared = self.shared.clone();
         let key = lock.key.clone();
         let (id, mut granted) = shared.waiters.register(key.clone(), lock.owner.clone());

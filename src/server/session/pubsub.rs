@@ -1,9 +1,12 @@
 //! A session's pub/sub state: its channels and patterns, the receiver of the local state
-//! machine's events, and the Redis reply shapes (RESP3 pushes, RESP2 arrays).
+//! machine's events, the Redis reply shapes (RESP3 pushes, RESP2 arrays), and the output
+//! buffer limit of the pubsub class.
 
 use bytes::Bytes;
 use tokio::sync::broadcast;
+use tokio::time::Instant;
 
+use crate::cmd::config::obuf::ClassLimit;
 use crate::cmd::subscribe::SubCmd;
 use crate::resp::Reply;
 use crate::server::clients::Subscriptions;
@@ -14,6 +17,17 @@ use crate::state::{pattern, Event};
 pub struct PubSub {
     subs: Subscriptions,
     rx: Option<broadcast::Receiver<Event>>,
+    /// Since when the pending output has been above the soft limit.
+    soft_since: Option<Instant>,
+}
+
+/// Which limit a subscriber's pending output passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverLimit {
+    /// Above the hard limit.
+    Hard,
+    /// Above the soft limit for longer than its seconds.
+    Soft,
 }
 
 /// Redis's error for a command other than the pub/sub ones in RESP2 subscribed mode.
@@ -117,22 +131,40 @@ impl PubSub {
         *self = PubSub::default();
     }
 
-    /// Waits for the next local event. Pending forever when not subscribed.
-    pub async fn next_event(&mut self) -> Option<Event> {
-        let Some(rx) = self.rx.as_mut() else {
-            return std::future::pending().await;
-        };
-        match rx.recv().await {
-            Ok(ev) => Some(ev),
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(lost = n, "subscriber fell behind; messages were dropped");
-                None
-            }
-            Err(broadcast::error::RecvError::Closed) => {
-                self.rx = None;
-                None
+    /// Waits for the next local event. Pending forever when not subscribed. `Err(n)`: this
+    /// connection fell `n` events behind the node's event queue, so they are lost to it.
+    pub async fn next_event(&mut self) -> Result<Event, u64> {
+        loop {
+            let Some(rx) = self.rx.as_mut() else {
+                return std::future::pending().await;
+            };
+            match rx.recv().await {
+                Ok(ev) => return Ok(ev),
+                Err(broadcast::error::RecvError::Lagged(n)) => return Err(n),
+                Err(broadcast::error::RecvError::Closed) => self.rx = None,
             }
         }
+    }
+
+    /// Checks `pending` bytes of output against the pubsub class's `limit` at `now`, as
+    /// Redis does each time it queues output: above the hard limit at once, above the soft
+    /// limit once it has stayed above it for more than its seconds.
+    pub fn over_limit(
+        &mut self,
+        pending: usize,
+        limit: ClassLimit,
+        now: Instant,
+    ) -> Option<OverLimit> {
+        let pending = pending as u64;
+        if limit.hard > 0 && pending > limit.hard {
+            return Some(OverLimit::Hard);
+        }
+        if limit.soft == 0 || pending <= limit.soft {
+            self.soft_since = None;
+            return None;
+        }
+        let since = *self.soft_since.get_or_insert(now);
+        (now.duration_since(since).as_secs() > limit.soft_secs).then_some(OverLimit::Soft)
     }
 
     /// The messages an event produces for this connection: `message` for a subscribed
@@ -167,5 +199,39 @@ impl PubSub {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn hard_at_once_soft_after_its_seconds() {
+        let limit = ClassLimit {
+            hard: 100,
+            soft: 10,
+            soft_secs: 2,
+        };
+        let mut p = PubSub::default();
+        let t0 = Instant::now();
+        assert_eq!(p.over_limit(101, limit, t0), Some(OverLimit::Hard));
+        assert_eq!(p.over_limit(11, limit, t0), None);
+        assert_eq!(p.over_limit(50, limit, t0 + Duration::from_secs(2)), None);
+        assert_eq!(
+            p.over_limit(50, limit, t0 + Duration::from_secs(3)),
+            Some(OverLimit::Soft)
+        );
+        // Falling under the soft limit starts the clock again.
+        assert_eq!(p.over_limit(10, limit, t0 + Duration::from_secs(3)), None);
+        assert_eq!(p.over_limit(11, limit, t0 + Duration::from_secs(4)), None);
+        // Zero: no limit.
+        let none = ClassLimit {
+            hard: 0,
+            soft: 0,
+            soft_secs: 0,
+        };
+        assert_eq!(p.over_limit(usize::MAX, none, t0), None);
     }
 }

@@ -21,6 +21,8 @@ use tempfile::TempDir;
 
 pub mod cluster;
 pub mod netns;
+pub mod tls;
+pub mod tls_conn;
 
 /// How long one reply may take before a test fails instead of hanging.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(15);
@@ -507,6 +509,29 @@ fn wait_ready(child: &mut Child, addr: SocketAddr, what: &str, log: &Path) {
     }
 }
 
+/// Waits until the log at `log` contains `line` (panics if the process exits first or
+/// after [`READY_TIMEOUT`]).
+pub fn wait_for_log(child: &mut Child, log: &Path, line: &str) {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(line)
+    {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "exited ({status}) before logging {line:?}; log:\n{}",
+                tail(log, 60)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {line:?} in the log after {READY_TIMEOUT:?}; log:\n{}",
+            tail(log, 60)
+        );
+        thread::sleep(Duration::from_millis(25));
+    }
+}
+
 /// The last `n` lines of a log file.
 pub fn tail(path: &Path, n: usize) -> String {
     let mut s = String::new();
@@ -555,14 +580,27 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// Dropping it kills the process (SIGKILL) and removes the directory.
 pub struct Server {
     child: Option<Child>,
-    bind: &'static str,
     port: u16,
     peer_port: u16,
     root: TempDir,
     extra: Vec<String>,
+    /// `--bind`.
+    bind: String,
+    /// False: `--port 0` (TLS only; readiness is read from the log).
+    plain: bool,
 }
 
 impl Server {
+    /// Starts a server bound to `bind`, with a plain client port unless `plain` is false
+    /// (`--port 0`: the flags in `extra` must give a `--tls-port`).
+    pub fn start_bound(bind: &str, plain: bool, extra: &[&str]) -> Server {
+        let mut s = Self::prepare(extra);
+        s.bind = bind.to_string();
+        s.plain = plain;
+        s.spawn();
+        s
+    }
+
     /// Starts a server with default limits.
     pub fn start() -> Server {
         Self::start_with(&[])
@@ -571,14 +609,6 @@ impl Server {
     /// Starts a server with extra command-line flags (e.g. `--proto-max-bulk-len 1024`).
     pub fn start_with(extra: &[&str]) -> Server {
         let mut s = Self::prepare(extra);
-        s.spawn();
-        s
-    }
-
-    /// Starts a server listening on `bind` (e.g. `0.0.0.0`) instead of 127.0.0.1.
-    pub fn start_on(bind: &'static str, extra: &[&str]) -> Server {
-        let mut s = Self::prepare(extra);
-        s.bind = bind;
         s.spawn();
         s
     }
@@ -619,20 +649,22 @@ impl Server {
         let ports = free_ports(2);
         Server {
             child: None,
-            bind: "127.0.0.1",
             port: ports[0],
             peer_port: ports[1],
             root,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            bind: "127.0.0.1".into(),
+            plain: true,
         }
     }
 
     fn spawn(&mut self) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_palisade"));
+        let port = if self.plain { self.port } else { 0 };
         cmd.arg("--bind")
-            .arg(self.bind)
+            .arg(&self.bind)
             .arg("--port")
-            .arg(self.port.to_string())
+            .arg(port.to_string())
             .arg("--peer-port")
             .arg(self.peer_port.to_string())
             .arg("--dir")
@@ -640,7 +672,11 @@ impl Server {
             .args(&self.extra);
         let log = self.log_path();
         let mut child = spawn_logged(cmd, &log);
-        wait_ready(&mut child, local(self.port), "palisade", &log);
+        if self.plain {
+            wait_ready(&mut child, local(self.port), "palisade", &log);
+        } else {
+            wait_for_log(&mut child, &log, "palisade ready to accept connections");
+        }
         self.child = Some(child);
     }
 

@@ -84,6 +84,12 @@ impl Netns {
         IpAddr::V4(Ipv4Addr::new(10, 77, self.x, id as u8))
     }
 
+    /// The bridge's address in the root namespace, where a server of the root namespace is
+    /// reached from the nodes' namespaces.
+    pub fn bridge(&self) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 77, self.x, 254))
+    }
+
     /// Creates node `id`'s namespace and its link into the bridge (once).
     pub fn add_node(&mut self, id: u64) {
         if !self.nodes.insert(id) {
