@@ -353,16 +353,17 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
     const MESSAGE: usize = 64 * 1024;
     const BATCH: usize = 8;
     const BATCHES: usize = 64; // 32 MiB in all: far past the kernel's socket buffers
+    const HARD: u64 = 8 << 20;
     let mut server = Server::start();
     let mut c = server.conn();
     let set = c.cmd(&[
         "CONFIG",
         "SET",
         "client-output-buffer-limit",
-        "pubsub 4mb 1mb 60",
+        "pubsub 8mb 1mb 60",
     ]);
     assert_reply(&set, b"+OK\r\n", "set the pubsub limit");
-    let limits = b"normal 0 0 0 slave 268435456 67108864 60 pubsub 4194304 1048576 60";
+    let limits = b"normal 0 0 0 slave 268435456 67108864 60 pubsub 8388608 1048576 60";
     assert_reply(
         &c.c("CONFIG GET client-output-buffer-limit"),
         &[
@@ -378,6 +379,10 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
     let mut fast = server.conn();
     let r = fast.c("SUBSCRIBE slow:ch");
     assert_reply(&r, subscribe, "fast subscribed");
+    // The fast subscriber's progress paces the publisher, so that it never has more than
+    // two batches (1 MiB) pending however the machine schedules its reader.
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let progress = read.clone();
     let reader = thread::spawn(move || {
         let mut n = 0;
         while n < BATCH * BATCHES {
@@ -388,15 +393,19 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
                 show(&m[..40])
             );
             n += 1;
+            progress.store(n, std::sync::atomic::Ordering::Relaxed);
         }
         (n, fast)
     });
     let payload = pseudo_random_bytes(7, MESSAGE);
     let publish = vec![b"PUBLISH".to_vec(), b"slow:ch".to_vec(), payload];
     let mut receivers = Vec::new();
-    for _ in 0..BATCHES {
+    for i in 0..BATCHES {
         let replies = c.pipeline(&vec![publish.clone(); BATCH]);
         receivers.extend(replies.into_iter().map(|r| as_int(&r)));
+        wait_for(Duration::from_secs(30), "the fast subscriber", || {
+            (read.load(std::sync::atomic::Ordering::Relaxed) + BATCH >= i * BATCH).then_some(())
+        });
     }
     let (n, _fast) = reader.join().expect("fast reader");
     assert_eq!(n, BATCH * BATCHES, "the fast subscriber got every message");
@@ -413,7 +422,7 @@ fn a_slow_subscriber_is_closed_at_its_limit_and_a_fast_one_gets_everything() {
     let field = |f: &str| info_field(&info, f).and_then(|v| v.parse::<u64>().ok());
     assert_eq!(field("client_output_buffer_limit_disconnections"), Some(1));
     assert!(
-        field("client_recent_max_output_buffer") > Some(4 << 20),
+        field("client_recent_max_output_buffer") > Some(HARD),
         "{info}"
     );
     assert_reply(
