@@ -22,6 +22,7 @@
 //! proves who is at the other end when the connection opens; it does not protect the bytes
 //! that follow from a man in the middle. Mutual TLS (`--tls-cluster yes`) does.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -29,8 +30,13 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use super::protocol::{PeerError, PeerFramed, MAX_FRAME, PROTOCOL_VERSION};
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use super::protocol::{PeerError, PeerFramed, PeerIo, MAX_FRAME, PROTOCOL_VERSION};
 use super::NodeId;
+use crate::tls::Tls;
 
 /// The largest handshake frame: nothing bigger is buffered for a peer that has not proved
 /// itself yet.
@@ -48,6 +54,8 @@ type Proof = [u8; 32];
 #[derive(Clone, Default)]
 pub struct PeerAuth {
     secret: Option<Vec<u8>>,
+    /// Mutual TLS under the handshake (`--tls-cluster yes`).
+    tls: Option<Arc<Tls>>,
 }
 
 impl std::fmt::Debug for PeerAuth {
@@ -55,9 +63,15 @@ impl std::fmt::Debug for PeerAuth {
         // Never the secret itself.
         f.debug_struct("PeerAuth")
             .field("secret", &self.secret.as_ref().map(|_| "<set>"))
+            .field("tls", &self.tls.is_some())
             .finish()
     }
 }
+
+/// The name a node asks for in its TLS handshake with a peer. Peers are addressed by IP
+/// and every certificate the cluster CA signs is a member, so the verifier checks the chain
+/// and not the name (`crate::tls::cluster_client_config`).
+const PEER_SERVER_NAME: &str = "palisade-peer";
 
 /// The first frame on a peer connection, from the side that opened it. Its first field is
 /// the protocol version, as in every envelope since version 1, so that a node of an older
@@ -105,7 +119,45 @@ enum Side {
 impl PeerAuth {
     /// Authentication with `secret` (None: no secret, for loopback or TLS-only clusters).
     pub fn new(secret: Option<Vec<u8>>) -> PeerAuth {
-        PeerAuth { secret }
+        PeerAuth { secret, tls: None }
+    }
+
+    /// The same, with every peer connection in mutual TLS first (None: plain TCP).
+    pub fn with_tls(self, tls: Option<Arc<Tls>>) -> PeerAuth {
+        PeerAuth { tls, ..self }
+    }
+
+    /// The opener's transport: TLS over `stream` when the cluster uses it.
+    pub async fn connect_stream(&self, stream: TcpStream) -> Result<Box<dyn PeerIo>, PeerError> {
+        let Some(tls) = &self.tls else {
+            return Ok(Box::new(stream));
+        };
+        let config = tls
+            .cluster_client()
+            .ok_or_else(|| PeerError::Io("--tls-cluster needs --tls-ca-cert-file".into()))?;
+        let name = ServerName::try_from(PEER_SERVER_NAME)
+            .map_err(|e| PeerError::Io(format!("server name: {e}")))?;
+        let tls_stream = TlsConnector::from(config)
+            .connect(name, stream)
+            .await
+            .map_err(|e| PeerError::Rejected(format!("TLS handshake with the peer failed: {e}")))?;
+        Ok(Box::new(tls_stream))
+    }
+
+    /// The acceptor's transport: TLS over `stream` when the cluster uses it (the peer must
+    /// present a certificate signed by the cluster CA).
+    pub async fn accept_stream(&self, stream: TcpStream) -> Result<Box<dyn PeerIo>, String> {
+        let Some(tls) = &self.tls else {
+            return Ok(Box::new(stream));
+        };
+        let config = tls
+            .cluster_server()
+            .ok_or_else(|| "--tls-cluster needs --tls-ca-cert-file".to_string())?;
+        let tls_stream = TlsAcceptor::from(config)
+            .accept(stream)
+            .await
+            .map_err(|e| format!("TLS handshake failed: {e}"))?;
+        Ok(Box::new(tls_stream))
     }
 
     /// True if this node proves and demands a secret.

@@ -165,7 +165,7 @@ impl PeerConn {
                 .await
                 .map_err(|e| fail(e.to_string()))?;
             let _ = stream.set_nodelay(true);
-            let io: Box<dyn PeerIo> = Box::new(stream);
+            let io = ctx.auth.connect_stream(stream).await?;
             let mut framed = Framed::new(io, codec());
             let cluster_id = ctx.cluster_id.load(Ordering::Relaxed);
             ctx.auth

@@ -19,9 +19,7 @@ use tracing::Instrument;
 
 use super::auth::HANDSHAKE_TIMEOUT;
 use super::network::PeerContext;
-use super::protocol::{
-    codec, Envelope, PeerFramed, PeerIo, PeerRequest, PeerResponse, PROTOCOL_VERSION,
-};
+use super::protocol::{codec, Envelope, PeerFramed, PeerRequest, PeerResponse, PROTOCOL_VERSION};
 use super::{Raft, Snapshot};
 use crate::cmd::Command;
 use crate::resp::Reply;
@@ -124,21 +122,27 @@ impl Service {
         peer: SocketAddr,
         mut stop: watch::Receiver<bool>,
     ) {
-        let io: Box<dyn PeerIo> = Box::new(stream);
-        let mut framed = Framed::new(io, codec());
-        let handshake = self.ctx.auth.accept(&mut framed, self.ctx.node_id);
-        let refused = tokio::select! {
+        let auth = &self.ctx.auth;
+        let handshake = async {
+            let io = auth.accept_stream(stream).await?;
+            let mut framed = Framed::new(io, codec());
+            auth.accept(&mut framed, self.ctx.node_id).await?;
+            Ok::<_, String>(framed)
+        };
+        let opened = tokio::select! {
             r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
-                Ok(Ok(_hello)) => None,
-                Ok(Err(why)) => Some(why),
-                Err(_) => Some(format!("no handshake within {HANDSHAKE_TIMEOUT:?}")),
+                Ok(r) => r,
+                Err(_) => Err(format!("no handshake within {HANDSHAKE_TIMEOUT:?}")),
             },
             _ = stop.changed() => return,
         };
-        if let Some(why) = refused {
-            self.refusals.note(peer, &why);
-            return;
-        }
+        let mut framed = match opened {
+            Ok(framed) => framed,
+            Err(why) => {
+                self.refusals.note(peer, &why);
+                return;
+            }
+        };
         // A snapshot image being received on this connection.
         let mut image: Vec<u8> = Vec::new();
         loop {

@@ -16,6 +16,7 @@ use palisade::raft::Vote;
 use tokio_util::codec::Framed;
 
 use crate::common::cluster::Cluster;
+use crate::common::tls::TestPki;
 use crate::common::*;
 
 fn b(s: &str) -> Bytes {
@@ -291,6 +292,86 @@ fn the_peer_port_is_not_opened_to_the_network_without_a_secret() {
         "not both",
     );
     // With a secret from a file it starts on every address.
-    let srv = Server::start_on("0.0.0.0", &["--cluster-secret-file", file]);
+    let srv = Server::start_bound("0.0.0.0", true, &["--cluster-secret-file", file]);
     assert_eq!(srv.conn().c("PING"), b"+PONG\r\n");
+}
+
+/// The flags for mutual TLS between nodes with certificate `stem` of `pki`.
+fn tls_flags(pki: &TestPki, stem: &str) -> Vec<String> {
+    vec![
+        "--tls-cluster".into(),
+        "yes".into(),
+        "--tls-cert-file".into(),
+        pki.arg(&format!("{stem}.crt")),
+        "--tls-key-file".into(),
+        pki.arg(&format!("{stem}.key")),
+        "--tls-ca-cert-file".into(),
+        pki.arg("ca.crt"),
+    ]
+}
+
+#[test]
+fn with_tls_cluster_only_nodes_with_a_certificate_of_the_cluster_ca_take_part() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = TestPki::new(dir.path());
+    // Per-node flags, so that one node's certificate can be swapped. No cluster secret:
+    // TLS alone authenticates the peers.
+    let node_extra = (1..=3u64).map(|id| (id, tls_flags(&pki, "node"))).collect();
+    let mut cluster = Cluster::start_with(3, &[], node_extra);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    assert_eq!(cluster.conn(leader).c("SET t 1"), b"+OK\r\n");
+    let follower = if leader == 1 { 2 } else { 1 };
+    assert_eq!(
+        as_bulk(&cluster.conn(follower).c("GET t")),
+        Some(b"1".to_vec())
+    );
+
+    // A peer without TLS gets nowhere: its frames are not even a TLS hello.
+    let peers: BTreeMap<u64, String> = (1..=3).map(|id| (id, cluster.peer_addr(id))).collect();
+    let cluster_id = palisade::raft::node::peers_cluster_id(&peers);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for (what, env) in intruder_requests(cluster_id, 2, 1) {
+        let answer = rt.block_on(try_request(&cluster.peer_addr(1), None, &env));
+        assert!(answer.is_none(), "a plain {what} got an answer");
+    }
+
+    // A node whose certificate another CA signed is kept out; the others serve.
+    let outsider = if leader == 3 { 1 } else { 3 };
+    cluster.kill9(outsider);
+    let mut stranger = tls_flags(&pki, "stranger");
+    // It still trusts the cluster CA: the members are the ones that refuse it.
+    stranger[7] = pki.arg("ca.crt");
+    let stranger: Vec<&str> = stranger.iter().map(String::as_str).collect();
+    cluster.set_node_extra(outsider, &stranger);
+    cluster.restart(outsider);
+    let mut c = cluster.conn(leader);
+    for i in 0..50 {
+        assert_eq!(c.c(&format!("SET s:{i} {i}")), b"+OK\r\n", "write {i}");
+    }
+    let got = cluster.conn(outsider).c("GET s:49");
+    assert!(
+        got.starts_with(b"-"),
+        "the outsider answered {}",
+        show(&got)
+    );
+    assert!(
+        (1..=3).filter(|id| *id != outsider).any(|id| {
+            std::fs::read_to_string(cluster.log(id))
+                .unwrap_or_default()
+                .contains("TLS handshake failed")
+        }),
+        "a member logs the refused certificate:\n{}",
+        cluster.logs()
+    );
+
+    // With the cluster's certificate it catches up.
+    cluster.kill9(outsider);
+    let flags = tls_flags(&pki, "node");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    cluster.set_node_extra(outsider, &flags);
+    cluster.restart(outsider);
+    wait_for(Duration::from_secs(10), "the outsider to catch up", || {
+        let v = as_bulk(&cluster.conn(outsider).c("GET s:49"))?;
+        (v == b"49").then_some(())
+    });
 }

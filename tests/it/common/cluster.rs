@@ -149,12 +149,13 @@ impl Cluster {
         .args(&self.extra)
         .args(self.node_extra.get(&id).into_iter().flatten());
         // Every test cluster proves a secret in the peer handshake (required anyway when the
-        // nodes bind 0.0.0.0 in network namespaces), unless the test sets its own.
+        // nodes bind 0.0.0.0 in network namespaces), unless the test sets its own or
+        // authenticates its peers with mutual TLS.
         let own_secret = self
             .extra
             .iter()
             .chain(self.node_extra.get(&id).into_iter().flatten())
-            .any(|a| a.starts_with("--cluster-secret"));
+            .any(|a| a.starts_with("--cluster-secret") || a == "--tls-cluster");
         if !own_secret {
             cmd.args(["--cluster-secret", CLUSTER_SECRET]);
         }
