@@ -439,11 +439,17 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Refuses a peer port that anyone on the network could use: one bound to an address
-    /// that is not loopback, with neither a cluster secret nor mutual TLS.
-    pub fn check_peer_security(&self) -> anyhow::Result<()> {
+    /// The address the peer port listens on. Anyone who can reach an unauthenticated peer
+    /// port could vote, append to the log and run commands, so without a cluster secret or
+    /// mutual TLS it is never opened on a non-loopback address: a node alone (no other
+    /// members, not joining) keeps it on 127.0.0.1, and a cluster member refuses to start.
+    pub fn peer_bind(&self) -> anyhow::Result<String> {
         if self.cluster_secret.is_some() || self.tls_cluster || is_loopback(&self.bind) {
-            return Ok(());
+            return Ok(self.bind.clone());
+        }
+        let alone = !self.join && self.peers.keys().all(|id| *id == self.node_id);
+        if alone {
+            return Ok("127.0.0.1".into());
         }
         bail!(
             "refusing to open the peer port on {}:{} without authentication: any host that can reach it could vote, append to the log and run commands. Give every node the same --cluster-secret (or --cluster-secret-file), or use --tls-cluster yes, or bind to 127.0.0.1",

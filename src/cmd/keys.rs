@@ -170,6 +170,9 @@ impl Replicated for Scan {
 /// The low bits of a cursor: the offset of its key in sorted order.
 const OFFSET_MASK: u64 = (1 << 40) - 1;
 
+/// The most keys one SCAN call looks at, whatever its COUNT.
+pub const SCAN_STEP_MAX: u64 = 65_536;
+
 /// How many cursors a node remembers (the oldest are forgotten first).
 pub const SCAN_CURSORS: usize = 16_384;
 
@@ -222,7 +225,10 @@ impl Scan {
         let mut keys = keys.peekable();
         let mut visited = 0u64;
         let mut last = None;
-        while visited < self.count as u64 {
+        // COUNT is a hint (Redis may return fewer keys too): a huge one must not hold the
+        // state's read lock, and stall writers, for a walk of the whole keyspace.
+        let limit = (self.count as u64).min(SCAN_STEP_MAX);
+        while visited < limit {
             let Some((k, e)) = keys.next() else {
                 return (out, None, visited);
             };
@@ -378,6 +384,16 @@ mod tests {
         // A plain offset from an old client still works.
         let (_, old) = parts(scan(8, 4).query(&ks, 0));
         assert_eq!(old, vec![b("k008"), b("k009")]);
+    }
+
+    #[test]
+    fn a_huge_count_looks_at_a_bounded_number_of_keys_per_call() {
+        let ks = keyspace(SCAN_STEP_MAX as usize + 5);
+        let mut cursors = ScanCursors::default();
+        let (next, keys) = parts(scan(0, usize::MAX).query_resumable(&ks, 0, &mut cursors));
+        assert_eq!(keys.len() as u64, SCAN_STEP_MAX);
+        let (next, rest) = parts(scan(next, usize::MAX).query_resumable(&ks, 0, &mut cursors));
+        assert_eq!((next, rest.len()), (0, 5));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Without a secret the same messages flow with no proofs: that is only allowed on a
-//! loopback peer port or under mutual TLS (see `Config::check_peer_security`). The handshake
+//! loopback peer port or under mutual TLS (see `Config::peer_bind`). The handshake
 //! proves who is at the other end when the connection opens; it does not protect the bytes
 //! that follow from a man in the middle. Mutual TLS (`--tls-cluster yes`) does.
 

@@ -690,10 +690,17 @@ impl Server {
                 _ => None,
             },
         };
-        config.check_peer_security()?;
-        let peer_listener = TcpListener::bind((config.bind.as_str(), config.peer_port))
+        let peer_bind = config.peer_bind()?;
+        if peer_bind != config.bind {
+            tracing::warn!(
+                peer_bind,
+                peer_port = config.peer_port,
+                "no --cluster-secret or --tls-cluster: the peer port listens on loopback only, so this node cannot be joined by others; set a cluster secret to form a cluster"
+            );
+        }
+        let peer_listener = TcpListener::bind((peer_bind.as_str(), config.peer_port))
             .await
-            .with_context(|| format!("binding peer port {}:{}", config.bind, config.peer_port))?;
+            .with_context(|| format!("binding peer port {peer_bind}:{}", config.peer_port))?;
         let node = node::start(&settings).await?;
         let addr = listeners.addr()?;
         // CONFIG GET port: 0 when only TLS is served, as in Redis.

@@ -270,8 +270,13 @@ fn refused(args: &[&str], want: &str) {
 
 #[test]
 fn the_peer_port_is_not_opened_to_the_network_without_a_secret() {
+    let peers = format!("1=127.0.0.1:{},2=192.0.2.1:1", free_port());
     refused(
-        &["--bind", "0.0.0.0"],
+        &["--bind", "0.0.0.0", "--peers", &peers],
+        "refusing to open the peer port on 0.0.0.0",
+    );
+    refused(
+        &["--bind", "0.0.0.0", "--join"],
         "refusing to open the peer port on 0.0.0.0",
     );
     refused(
@@ -294,6 +299,17 @@ fn the_peer_port_is_not_opened_to_the_network_without_a_secret() {
     // With a secret from a file it starts on every address.
     let srv = Server::start_bound("0.0.0.0", true, &["--cluster-secret-file", file]);
     assert_eq!(srv.conn().c("PING"), b"+PONG\r\n");
+    let log = std::fs::read_to_string(srv.log_path()).unwrap_or_default();
+    assert!(!log.contains("listens on loopback only"), "{log}");
+    // A node alone without a secret serves clients on every address, its peer port on
+    // loopback only, and says so.
+    let alone = Server::start_bound("0.0.0.0", true, &[]);
+    assert_eq!(alone.conn().c("PING"), b"+PONG\r\n");
+    let log = std::fs::read_to_string(alone.log_path()).unwrap_or_default();
+    assert!(
+        log.contains("peer_bind=\"127.0.0.1\"") || log.contains("peer_bind=127.0.0.1"),
+        "{log}"
+    );
 }
 
 /// The flags for mutual TLS between nodes with certificate `stem` of `pki`.
