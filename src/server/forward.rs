@@ -168,11 +168,13 @@ impl LeaderLink {
         }
     }
 
-    /// Forwards a batch of commands; replies come back in order.
+    /// Forwards a batch of commands, each with the ACL user it runs for; replies come back
+    /// in order.
     pub async fn forward(
         &self,
         write: bool,
         cmds: &[Command],
+        users: &[Option<String>],
         deadline: Instant,
     ) -> Result<Vec<Reply>, ForwardError> {
         let n = cmds.len();
@@ -181,6 +183,7 @@ impl LeaderLink {
                 || PeerRequest::Forward {
                     write,
                     cmds: cmds.to_vec(),
+                    users: users.to_vec(),
                 },
                 deadline,
                 !write,

@@ -1,6 +1,7 @@
 //! The server: accept loop, per-connection sessions, write batching, read batching and
 //! leader housekeeping, all sharing one [`Shared`].
 
+pub mod acl;
 pub mod admin;
 pub mod clients;
 pub mod errors;
@@ -130,6 +131,10 @@ pub struct Shared {
     pub started_unix: i64,
     /// Signalled by SHUTDOWN; [`Server::shutdown_requested`] waits for it.
     pub shutdown: tokio::sync::Notify,
+    /// This node's applied ACL users ([`crate::store::SmState::acl`]).
+    pub acl: watch::Receiver<Arc<crate::state::acl::Users>>,
+    /// ACL LOG: this node's recent refusals.
+    pub acl_log: crate::cmd::acl::log::Log,
 }
 
 impl Shared {
@@ -271,6 +276,10 @@ impl Shared {
             ("port", Some(Integer(c.port.into()))),
             ("dir", Some(Text(c.dir.display().to_string()))),
             ("requirepass", self.requirepass().map(Text)),
+            (
+                "aclfile",
+                c.aclfile.as_ref().map(|p| Text(p.display().to_string())),
+            ),
             ("node-id", Some(Integer(c.node_id as i64))),
             (
                 "peer-port",
@@ -479,6 +488,13 @@ fn start_params(c: &Config, port: u16) -> Vec<(&'static str, String)> {
         ("port", port.to_string()),
         ("dir", c.dir.display().to_string()),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        (
+            "aclfile",
+            c.aclfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
         ("maxclients", c.maxclients.to_string()),
         ("proto-max-bulk-len", l.max_bulk_len.to_string()),
         ("client-query-buffer-limit", l.max_query_buffer.to_string()),
@@ -534,6 +550,12 @@ impl Server {
         let addr = listener.local_addr()?;
         let clock = Clock::with_fault(config.test_clock_offset_ms, config.test_clock_rate_ppm);
         let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
+        let acl = node
+            .state
+            .read()
+            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+            .acl
+            .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let shared = Arc::new(Shared {
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
@@ -560,6 +582,8 @@ impl Server {
             slowlog: Default::default(),
             started_unix: unix_secs(),
             shutdown: tokio::sync::Notify::new(),
+            acl,
+            acl_log: Default::default(),
             config,
         });
         // Subscribed before the first client connects, so that no grant to a waiter is missed.
@@ -583,6 +607,7 @@ impl Server {
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));
         tasks.spawn(sample_stats(shared.clone(), stop_rx.clone()));
         tasks.spawn(lockwait::run(shared.clone(), lock_events, stop_rx.clone()));
+        tasks.spawn(acl::load_at_start(shared.clone(), stop_rx.clone()));
         tasks.spawn(accept_loop(shared.clone(), listener, stop_rx));
         tracing::info!(addr = %addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");
         Ok(Server {
@@ -672,6 +697,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, mut stop: watch
             last: now,
             cmd: "NULL".into(),
             blocked: false,
+            user: crate::state::acl::DEFAULT_USER.into(),
         });
         let (sh, rx) = (shared.clone(), stop.clone());
         sessions.spawn(async move {
@@ -695,23 +721,40 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
-    fn forward(&self, write: bool, cmds: Vec<Command>) -> BoxFuture<Vec<Reply>> {
+    fn forward(
+        &self,
+        write: bool,
+        cmds: Vec<Command>,
+        users: Vec<Option<String>>,
+    ) -> BoxFuture<Vec<Reply>> {
         let shared = self.shared.clone();
         Box::pin(async move {
+            if users.len() != cmds.len() {
+                let bad = Reply::err("ERR internal: a forwarded batch without its users");
+                return vec![bad; cmds.len()];
+            }
             let deadline =
                 tokio::time::Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
+            // Each command is checked against its user here, on the leader, before it runs:
+            // forwarding is no way around ACLs.
             let receivers: Vec<_> = cmds
                 .into_iter()
-                .map(|c| {
-                    if write {
-                        shared.proposer.submit(c)
-                    } else {
-                        shared.reader.submit(c)
-                    }
+                .zip(users)
+                .map(|(c, user)| match shared.check_forwarded(user.as_deref(), &c) {
+                    Some(refused) => Err(refused),
+                    None if write => Ok(shared.proposer.submit(c)),
+                    None => Ok(shared.reader.submit(c)),
                 })
                 .collect();
             let mut replies = Vec::with_capacity(receivers.len());
             for rx in receivers {
+                let rx = match rx {
+                    Ok(rx) => rx,
+                    Err(refused) => {
+                        replies.push(refused);
+                        continue;
+                    }
+                };
                 replies.push(match tokio::time::timeout_at(deadline, rx).await {
                     Ok(Ok(r)) => r,
                     Ok(Err(_)) => {
