@@ -696,7 +696,9 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
         };
         match user.check(&subject) {
             Ok(()) => return Ok(()),
-            Err(d) => last = d,
+            // A command the user may run, on a key or channel it may not: that is the reason.
+            Err(d) if last == Denied::Command => last = d,
+            Err(_) => {}
         }
     }
     Err(noperm(last, names.first().copied().unwrap_or("")))
@@ -729,7 +731,7 @@ pub fn getuser_reply(user: &User) -> Reply {
     Reply::Map(vec![
         (
             Reply::bulk("flags"),
-            texts(user.flags().into_iter().map(String::from).collect()),
+            Reply::Set(user.flags().into_iter().map(Reply::text).collect()),
         ),
         (Reply::bulk("passwords"), texts(user.passwords.clone())),
         (Reply::bulk("commands"), Reply::bulk(user.command_rules())),
