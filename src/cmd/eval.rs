@@ -173,6 +173,11 @@ impl Replicated for Eval {
     }
 }
 
+/// The user whose calls need checking: none for one that may run anything (`default`).
+fn checked(user: Option<&User>) -> Option<&User> {
+    user.filter(|u| !super::acl::unrestricted(u))
+}
+
 /// Runs EVAL or EVALSHA inside apply; `user` (if any) is checked on every `redis.call`.
 pub fn run(eval: &Eval, ks: &mut Keyspace, ctx: Ctx, user: Option<&User>) -> Reply {
     let (sha, body) = match eval.resolve(ks) {
@@ -194,7 +199,7 @@ pub fn run(eval: &Eval, ks: &mut Keyspace, ctx: Ctx, user: Option<&User>) -> Rep
         args: &eval.args,
         now: ctx.now,
         budget,
-        user,
+        user: checked(user),
     };
     if flags.no_writes {
         return script::run(Access::Read(ks), &inv);
@@ -233,7 +238,7 @@ pub fn run_ro(eval: &Eval, ks: &Keyspace, now: u64, user: Option<&User>) -> Repl
         args: &eval.args,
         now,
         budget: ks.script_budget(),
-        user,
+        user: checked(user),
     };
     script::run(Access::Read(ks), &inv)
 }
