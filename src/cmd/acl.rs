@@ -23,14 +23,14 @@ use crate::state::acl::{hash_password, Access, Catalog, Denied, RuleError, Subje
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new(
-    "acl",
-    -2,
-    &["noscript", "loading", "stale"],
-    NO_KEYS,
-    parse,
-)
-.docs("Subcommands that manage and inspect ACL users", "6.0.0", "server")];
+pub static COMMANDS: &[Spec] =
+    &[
+        Spec::new("acl", -2, &["noscript", "loading", "stale"], NO_KEYS, parse).docs(
+            "Subcommands that manage and inspect ACL users",
+            "6.0.0",
+            "server",
+        ),
+    ];
 
 /// Every category `ACL CAT` lists: Redis 7's, then Palisade's own.
 pub const CATEGORIES: &[&str] = &[
@@ -69,14 +69,19 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
     ),
     (
         "client",
-        &["getname", "help", "id", "info", "list", "setinfo", "setname"],
+        &[
+            "getname", "help", "id", "info", "list", "setinfo", "setname",
+        ],
     ),
     (
         "command",
         &["count", "docs", "getkeys", "help", "info", "list"],
     ),
     ("config", &["get", "help", "resetstat", "rewrite", "set"]),
-    ("latency", &["doctor", "help", "histogram", "latest", "reset"]),
+    (
+        "latency",
+        &["doctor", "help", "histogram", "latest", "reset"],
+    ),
     ("memory", &["help", "purge", "usage"]),
     (
         "object",
@@ -115,7 +120,10 @@ impl Catalog for TableCatalog {
 }
 
 fn subcommands(name: &str) -> Option<&'static [&'static str]> {
-    SUBCOMMANDS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    SUBCOMMANDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
 }
 
 /// The categories of a command, or of its subcommand (`sub`, lower-case) for containers.
@@ -192,11 +200,7 @@ fn key_access(spec: &Spec) -> Access {
 /// The keys a command line names, from the table's key positions (EVAL's from `numkeys`).
 fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
-        let n = argv
-            .get(2)
-            .and_then(|n| parse_i64(n))
-            .unwrap_or(0)
-            .max(0) as usize;
+        let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
     }
     if spec.first_key <= 0 {
@@ -220,7 +224,11 @@ fn channels<'a>(name: &str, argv: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
     match name {
         "subscribe" => argv[1..].iter().map(|c| (c.as_ref(), false)).collect(),
         "psubscribe" => argv[1..].iter().map(|c| (c.as_ref(), true)).collect(),
-        "publish" => argv.get(1).map(|c| (c.as_ref(), false)).into_iter().collect(),
+        "publish" => argv
+            .get(1)
+            .map(|c| (c.as_ref(), false))
+            .into_iter()
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -278,8 +286,7 @@ pub fn noperm(denied: Denied, name: &str) -> Reply {
             format!("NOPERM this user has no permissions to run the '{name}' command")
         }
         Denied::Key(_) => {
-            "NOPERM this user has no permissions to access one of the keys used as arguments"
-                .into()
+            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
         }
         Denied::Channel(_) => {
             "NOPERM this user has no permissions to access one of the channels used as arguments"
@@ -523,7 +530,11 @@ impl Replicated for AclDelUser {
     }
 
     fn apply(&self, ks: &mut Keyspace, _ctx: Ctx) -> Reply {
-        if self.names.iter().any(|n| n == crate::state::acl::DEFAULT_USER) {
+        if self
+            .names
+            .iter()
+            .any(|n| n == crate::state::acl::DEFAULT_USER)
+        {
             return Reply::err("ERR The 'default' user cannot be removed");
         }
         Reply::Int(ks.users_mut().delete(&self.names) as i64)
@@ -544,7 +555,7 @@ impl Replicated for AclLoad {
 
 impl EvalAs {
     /// The EVAL-family command this one runs as `user`.
-    pub fn new(user: &str, cmd: Command) -> Command {
+    pub fn wrap(user: &str, cmd: Command) -> Command {
         match cmd {
             Command::Eval(eval) => Command::EvalAs(EvalAs {
                 user: user.to_string(),
@@ -567,6 +578,8 @@ impl Replicated for EvalAs {
     }
 
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        // A copy: the script may not change users (ACL is `noscript`), but it borrows the
+        // keyspace mutably.
         match ks.users().get(&self.user) {
             Some(u) if self.read_only => eval::run_ro(&self.eval, ks, ctx.now, Some(&u)),
             Some(u) => eval::run(&self.eval, ks, ctx, Some(&u)),
@@ -575,8 +588,8 @@ impl Replicated for EvalAs {
     }
 
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        match ks.users().get(&self.user) {
-            Some(u) => eval::run_ro(&self.eval, ks, now, Some(&u)),
+        match ks.users().get_ref(&self.user) {
+            Some(u) => eval::run_ro(&self.eval, ks, now, Some(u)),
             None => gone(&self.user),
         }
     }
@@ -636,7 +649,9 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::HDel(c) => (&["hdel"], one(&c.key), none()),
         C::HIncrBy(c) => (&["hincrby"], one(&c.key), none()),
         C::HRead(c) => (
-            &["hget", "hmget", "hexists", "hlen", "hgetall", "hkeys", "hvals"],
+            &[
+                "hget", "hmget", "hexists", "hlen", "hgetall", "hkeys", "hvals",
+            ],
             one(&c.key),
             none(),
         ),
@@ -776,6 +791,31 @@ pub fn dryrun(user: Option<User>, name: &str, argv: Vec<Bytes>) -> Reply {
     Reply::bulk(text)
 }
 
+/// The command line as the slow log may keep it: passwords replaced by `(redacted)`, as
+/// Redis does (AUTH's arguments, HELLO's AUTH pair, SETUSER's `>pass` and `<pass`).
+pub fn redacted(argv: &[Bytes]) -> std::borrow::Cow<'_, [Bytes]> {
+    let name = argv[0].to_ascii_lowercase();
+    let secret = |i: usize, a: &Bytes| match name.as_slice() {
+        b"auth" => i > 0,
+        // The two words after AUTH.
+        b"hello" => (1..=2).any(|back| i > back && argv[i - back].eq_ignore_ascii_case(b"auth")),
+        b"acl" => i > 2 && matches!(a.first(), Some(b'>' | b'<')),
+        _ => false,
+    };
+    if !argv.iter().enumerate().any(|(i, a)| secret(i, a)) {
+        return std::borrow::Cow::Borrowed(argv);
+    }
+    let hidden = Bytes::from_static(b"(redacted)");
+    let out = argv.iter().enumerate().map(|(i, a)| {
+        if secret(i, a) {
+            hidden.clone()
+        } else {
+            a.clone()
+        }
+    });
+    std::borrow::Cow::Owned(out.collect())
+}
+
 /// ACL GENPASS: `bits` random bits as lower-case hex (rounded up to whole digits).
 pub fn genpass(bits: usize) -> Reply {
     let digits = bits.div_ceil(4);
@@ -817,7 +857,9 @@ mod tests {
         let acl = lookup("acl").unwrap();
         assert!(!categories(acl, Some("whoami")).contains(&"admin"));
         assert!(categories(acl, Some("setuser")).contains(&"admin"));
-        assert!(category_commands("palisade").unwrap().contains(&"fencedset"));
+        assert!(category_commands("palisade")
+            .unwrap()
+            .contains(&"fencedset"));
         assert!(category_commands("nosuch").is_none());
     }
 
@@ -826,7 +868,11 @@ mod tests {
         let u = user("on ~lock:* &news -@all +@read +set +eval +publish +acl|whoami");
         let run = |line: &str| {
             let a = argv(line);
-            check(&u, lookup(&a[0].to_ascii_lowercase().escape_ascii().to_string()).unwrap(), &a)
+            check(
+                &u,
+                lookup(&a[0].to_ascii_lowercase().escape_ascii().to_string()).unwrap(),
+                &a,
+            )
         };
         assert_eq!(run("get lock:1"), Ok(()));
         assert_eq!(run("get other"), Err(Denied::Key(0)));
@@ -837,12 +883,18 @@ mod tests {
         assert_eq!(run("publish other m"), Err(Denied::Channel(0)));
         assert_eq!(run("acl whoami"), Ok(()));
         assert_eq!(run("acl list"), Err(Denied::Command));
-        assert_eq!(full_name(lookup("acl").unwrap(), &argv("acl LIST")), "acl|list");
+        assert_eq!(
+            full_name(lookup("acl").unwrap(), &argv("acl LIST")),
+            "acl|list"
+        );
         assert_eq!(
             dryrun(Some(u.clone()), "u", argv("get other")),
             Reply::bulk("This user has no permissions to access the 'other' key")
         );
-        assert_eq!(dryrun(None, "x", argv("get k")), Reply::err("ERR User 'x' not found"));
+        assert_eq!(
+            dryrun(None, "x", argv("get k")),
+            Reply::err("ERR User 'x' not found")
+        );
     }
 
     #[test]
@@ -856,10 +908,25 @@ mod tests {
         assert!(check_forwarded(&u, "u", &parsed("LOCK other o PX 100")).is_err());
         assert!(check_forwarded(&u, "u", &parsed("SET lock:a v")).is_err());
         assert!(check_forwarded(&u, "u", &parsed("GET lock:a")).is_ok());
-        let script = EvalAs::new("someone", parsed("EVAL x 0"));
+        let script = EvalAs::wrap("someone", parsed("EVAL x 0"));
         assert!(check_forwarded(&user("on allkeys allcommands"), "u", &script).is_err());
         let tick = Command::Tick(super::super::evict::Tick);
         assert!(check_forwarded(&u, "u", &tick).is_err());
+    }
+
+    #[test]
+    fn the_slow_log_never_sees_a_password() {
+        let shown = |line: &str| redacted(&argv(line)).join(&b' ');
+        assert_eq!(shown("AUTH u p"), b"AUTH (redacted) (redacted)");
+        assert_eq!(
+            shown("HELLO 3 AUTH u p SETNAME n"),
+            b"HELLO 3 AUTH (redacted) (redacted) SETNAME n"
+        );
+        assert_eq!(
+            shown("ACL SETUSER u on >p <q ~k"),
+            b"ACL SETUSER u on (redacted) (redacted) ~k"
+        );
+        assert_eq!(shown("GET k"), b"GET k");
     }
 
     #[test]
@@ -869,10 +936,16 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(s.rules[1], Bytes::from(format!("#{}", hash_password(b"secret"))));
+        assert_eq!(
+            s.rules[1],
+            Bytes::from(format!("#{}", hash_password(b"secret")))
+        );
         assert!(!s.rules.iter().any(|r| r.windows(3).any(|w| w == b"old")));
         let mut ks = Keyspace::default();
-        let ctx = Ctx { now: 0, revision: 1 };
+        let ctx = Ctx {
+            now: 0,
+            revision: 1,
+        };
         assert_eq!(
             Command::AclSetUser(AclSetUser {
                 name: "a".into(),
@@ -886,9 +959,14 @@ mod tests {
             super::super::run_line(&mut ks, "ACL DELUSER default", 0),
             Reply::err("ERR The 'default' user cannot be removed")
         );
-        assert_eq!(super::super::run_line(&mut ks, "ACL DELUSER a b", 0), Reply::Int(1));
+        assert_eq!(
+            super::super::run_line(&mut ks, "ACL DELUSER a b", 0),
+            Reply::Int(1)
+        );
         for (bits, len) in [(5, 2), (32, 8), (256, 64)] {
-            let Reply::Bulk(b) = genpass(bits) else { panic!() };
+            let Reply::Bulk(b) = genpass(bits) else {
+                panic!()
+            };
             assert_eq!(b.len(), len, "{bits} bits");
         }
     }

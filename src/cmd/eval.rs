@@ -14,8 +14,8 @@ use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::script::{self, Access, Invocation};
-use crate::state::scripts::sha1_hex;
 use crate::state::acl::User;
+use crate::state::scripts::sha1_hex;
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.

@@ -395,7 +395,10 @@ fn calls_are_checked_against_the_callers_user() {
         };
         run(Access::Write(&mut ks), &inv)
     };
-    assert_eq!(run_as("return redis.call('set', 'lock:1', 'v')"), Reply::ok());
+    assert_eq!(
+        run_as("return redis.call('set', 'lock:1', 'v')"),
+        Reply::ok()
+    );
     assert_eq!(
         run_as("return redis.pcall('get', 'other')"),
         Reply::err("ERR The user executing the script can't access at least one of the keys mentioned in the command arguments")

@@ -50,15 +50,16 @@ impl Shared {
     pub fn check_forwarded(&self, user: Option<&str>, cmd: &Command) -> Option<Reply> {
         // The follower's own work (expiry, lock-queue cleanup) carries no user.
         let name = user?;
-        let Some(u) = self.users().get(name) else {
+        let users = self.users();
+        let Some(u) = users.get_ref(name) else {
             return Some(Reply::err(format!(
                 "NOPERM the user '{name}' of a forwarded command does not exist on the leader"
             )));
         };
-        if acl::unrestricted(&u) {
+        if acl::unrestricted(u) {
             return None;
         }
-        acl::check_forwarded(&u, name, cmd).err()
+        acl::check_forwarded(u, name, cmd).err()
     }
 
     /// Reads `--aclfile` into the users it declares (ACL LOAD, and the start-up load).

@@ -740,11 +740,13 @@ impl ClientHandler for Handler {
             let receivers: Vec<_> = cmds
                 .into_iter()
                 .zip(users)
-                .map(|(c, user)| match shared.check_forwarded(user.as_deref(), &c) {
-                    Some(refused) => Err(refused),
-                    None if write => Ok(shared.proposer.submit(c)),
-                    None => Ok(shared.reader.submit(c)),
-                })
+                .map(
+                    |(c, user)| match shared.check_forwarded(user.as_deref(), &c) {
+                        Some(refused) => Err(refused),
+                        None if write => Ok(shared.proposer.submit(c)),
+                        None => Ok(shared.reader.submit(c)),
+                    },
+                )
                 .collect();
             let mut replies = Vec::with_capacity(receivers.len());
             for rx in receivers {

@@ -177,7 +177,11 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, ctx: Ctx) {
         drain(&mut rx, &mut batch);
         // Decided once: a batch forwarded without its users would skip the leader's check.
         let local = ctx.link.leader() == Leader::Me;
-        let users = (!local).then(|| forwarded_users(&batch)).unwrap_or_default();
+        let users = if local {
+            Vec::new()
+        } else {
+            forwarded_users(&batch)
+        };
         let (cmds, senders): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
         if local {
             propose_local(&ctx, cmds, senders, permit).await;

@@ -83,7 +83,10 @@ async fn run(
                 .iter()
                 .map(|p| p.user.as_deref().map(String::from))
                 .collect();
-            match link.forward(false, &cmds, &users, Instant::now() + timeout).await {
+            match link
+                .forward(false, &cmds, &users, Instant::now() + timeout)
+                .await
+            {
                 Ok(replies) => {
                     for (p, r) in batch.into_iter().zip(replies) {
                         let _ = p.reply.send(r);

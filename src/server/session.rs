@@ -285,9 +285,7 @@ impl Session {
         let shared = self.shared.clone();
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
         let resolved = match cmd::resolve(&argv) {
-            Ok(spec) if self.user.is_none() && !spec.no_auth() => {
-                Err(Reply::err(cmd::acl::NOAUTH))
-            }
+            Ok(spec) if self.user.is_none() && !spec.no_auth() => Err(Reply::err(cmd::acl::NOAUTH)),
             Ok(spec) => match self.check_acl(spec, &argv) {
                 acl::Verdict::Run => Ok(spec),
                 acl::Verdict::Refuse(reply) => {
@@ -561,7 +559,7 @@ impl Session {
         let live = &self.shared.settings.live;
         (live.slowlog_slower_than.load(Ordering::Relaxed) >= 0).then(|| Timed {
             started: std::time::Instant::now(),
-            argv: argv.to_vec(),
+            argv: cmd::acl::redacted(argv).into_owned(),
         })
     }
 

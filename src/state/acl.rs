@@ -125,9 +125,9 @@ impl User {
         }
         let h = hash_password(pass);
         // Every stored hash is compared, so the time does not tell which one matched.
-        self.passwords
-            .iter()
-            .fold(false, |ok, p| fixed_time_eq(p.as_bytes(), h.as_bytes()) | ok)
+        self.passwords.iter().fold(false, |ok, p| {
+            fixed_time_eq(p.as_bytes(), h.as_bytes()) | ok
+        })
     }
 
     /// Applies one `ACL SETUSER` rule.
@@ -517,14 +517,23 @@ pub struct Users {
     generation: u64,
 }
 
+/// The built-in `default` user, shared (see [`Users::get_ref`]).
+static BUILTIN_DEFAULT: std::sync::LazyLock<User> = std::sync::LazyLock::new(User::default_user);
+
 impl Users {
-    /// The user, or the built-in `default` while it was never changed.
-    pub fn get(&self, name: &str) -> Option<User> {
+    /// The user, or the built-in `default` while it was never changed. Borrowed: the
+    /// permission check of every command looks the user up.
+    pub fn get_ref(&self, name: &str) -> Option<&User> {
         match self.users.get(name) {
-            Some(u) => Some(u.clone()),
-            None if name == DEFAULT_USER => Some(User::default_user()),
+            Some(u) => Some(u),
+            None if name == DEFAULT_USER => Some(&BUILTIN_DEFAULT),
             None => None,
         }
+    }
+
+    /// [`Users::get_ref`], owned.
+    pub fn get(&self, name: &str) -> Option<User> {
+        self.get_ref(name).cloned()
     }
 
     /// Every user name, sorted (`default` included).
@@ -631,10 +640,7 @@ pub fn parse_file(text: &str, catalog: &dyn Catalog) -> Result<BTreeMap<String, 
         }
         let words: Vec<&str> = line.split_ascii_whitespace().collect();
         if words.len() < 2 || words[0] != "user" {
-            return Err(format!(
-                "/{}: line should start with user keyword",
-                i + 1
-            ));
+            return Err(format!("/{}: line should start with user keyword", i + 1));
         }
         let name = words[1].to_string();
         if users.contains_key(&name) {
@@ -699,7 +705,10 @@ mod tests {
 
     #[test]
     fn rule_strings_are_redis_7s() {
-        assert_eq!(User::default_user().describe("default"), "user default on nopass ~* &* +@all");
+        assert_eq!(
+            User::default_user().describe("default"),
+            "user default on nopass ~* &* +@all"
+        );
         assert_eq!(User::new().describe("a"), "user a off resetchannels -@all");
         let u = user("on >p1 ~lock:* %R~r:* &ch* +get +@read -get +config|get");
         assert_eq!(
@@ -733,9 +742,14 @@ mod tests {
         assert_eq!(bad("%~a"), RuleError::Syntax);
         let mut all = user("allkeys allchannels");
         assert_eq!(all.apply_rule(b"~a", &Table), Err(RuleError::AfterAllKeys));
-        assert_eq!(all.apply_rule(b"&a", &Table), Err(RuleError::AfterAllChannels));
+        assert_eq!(
+            all.apply_rule(b"&a", &Table),
+            Err(RuleError::AfterAllChannels)
+        );
         let mut users = Users::default();
-        assert!(users.set_user("x", &[Bytes::from("on"), Bytes::from("bad")], &Table).is_err());
+        assert!(users
+            .set_user("x", &[Bytes::from("on"), Bytes::from("bad")], &Table)
+            .is_err());
         assert!(users.get("x").is_none(), "a failed SETUSER changes nothing");
     }
 
@@ -756,9 +770,15 @@ mod tests {
     #[test]
     fn commands_keys_and_channels_are_checked() {
         let u = user("on ~lock:* %R~ro:* &news -@all +@read +set -get");
-        assert_eq!(u.check(&subject("get", &["read"], &["lock:1"])), Err(Denied::Command));
+        assert_eq!(
+            u.check(&subject("get", &["read"], &["lock:1"])),
+            Err(Denied::Command)
+        );
         assert_eq!(u.check(&subject("exists", &["read"], &["lock:1"])), Ok(()));
-        assert_eq!(u.check(&subject("del", &["write"], &["lock:1"])), Err(Denied::Command));
+        assert_eq!(
+            u.check(&subject("del", &["write"], &["lock:1"])),
+            Err(Denied::Command)
+        );
         assert_eq!(
             u.check(&subject("set", &["write"], &["other"])),
             Err(Denied::Key(0))
@@ -798,7 +818,10 @@ mod tests {
         let file = "user default on >pw ~* &* +@all\n# comment\nuser bob on nopass ~k -@all +get\n";
         let parsed = parse_file(file, &Table).unwrap();
         assert!(parsed["default"].password_ok(b"pw"));
-        assert_eq!(parsed["bob"].describe("bob"), "user bob on nopass ~k resetchannels -@all +get");
+        assert_eq!(
+            parsed["bob"].describe("bob"),
+            "user bob on nopass ~k resetchannels -@all +get"
+        );
         assert!(parse_file("usr x", &Table).is_err());
         assert!(parse_file("user x on bad", &Table).is_err());
     }

@@ -53,9 +53,7 @@ pub const CF_ACL: &str = "acl";
 pub const K_SCRIPT_BUDGET: &[u8] = b"#budget";
 
 /// Meta keys.
-pub const ALL_CFS: [&str; 7] = [
-    CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK, CF_ACL,
-];
+pub const ALL_CFS: [&str; 7] = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK, CF_ACL];
 
 pub const K_FORMAT: &[u8] = b"format_version";
 /// The persisted node id.

@@ -284,7 +284,8 @@ mod tests {
         let changes = ks.take_changes(enc::<Entry>);
         for (name, u) in changes.users {
             let acl = cf(&db, CF_ACL).unwrap();
-            db.put_cf(acl, name.as_bytes(), enc(&u.unwrap()).unwrap()).unwrap();
+            db.put_cf(acl, name.as_bytes(), enc(&u.unwrap()).unwrap())
+                .unwrap();
         }
         for (k, e) in changes.entries {
             db.put_cf(kv, &k, e.unwrap().unwrap()).unwrap();

@@ -190,7 +190,11 @@ fn requirepass_is_the_default_users_password_resp3() {
             "HELLO 3 with a wrong password",
         );
         let r = c.c("HELLO 3");
-        assert!(r.starts_with(b"-NOAUTH HELLO must be called"), "{}", show(&r));
+        assert!(
+            r.starts_with(b"-NOAUTH HELLO must be called"),
+            "{}",
+            show(&r)
+        );
         let r = c.c("HELLO 3 AUTH default pw");
         assert!(r.starts_with(b"%7\r\n"), "HELLO 3 AUTH: {}", show(&r));
     }
@@ -240,9 +244,17 @@ fn a_lock_user_gets_noperm_on_other_keys_through_a_follower_and_the_leader() {
     );
     for id in [follower, leader] {
         let mut c = cluster.conn(id);
-        assert_reply(&c.c("AUTH locker pw"), b"+OK\r\n", "AUTH right after SETUSER");
+        assert_reply(
+            &c.c("AUTH locker pw"),
+            b"+OK\r\n",
+            "AUTH right after SETUSER",
+        );
         let token = c.c(&format!("LOCK lock:{id} me PX 10000"));
-        assert!(try_int(&token).is_some(), "LOCK on node {id}: {}", show(&token));
+        assert!(
+            try_int(&token).is_some(),
+            "LOCK on node {id}: {}",
+            show(&token)
+        );
         assert_reply(&c.c(&format!("SET lock:v{id} x")), b"+OK\r\n", "SET lock:*");
         assert_reply(
             &c.c("LOCK other me PX 10000"),
@@ -254,7 +266,11 @@ fn a_lock_user_gets_noperm_on_other_keys_through_a_follower_and_the_leader() {
         assert_reply(&c.c("ACL LIST"), &noperm_cmd("acl|list"), "ACL LIST");
     }
     // Changes reach every node: once taken away, SET is refused everywhere.
-    assert_reply(&admin.c("ACL SETUSER locker -set"), b"+OK\r\n", "SETUSER -set");
+    assert_reply(
+        &admin.c("ACL SETUSER locker -set"),
+        b"+OK\r\n",
+        "SETUSER -set",
+    );
     for id in [1, 2, 3] {
         let mut c = cluster.conn(id);
         assert_reply(&c.c("AUTH locker pw"), b"+OK\r\n", "AUTH");
@@ -269,7 +285,9 @@ fn a_lock_user_gets_noperm_on_other_keys_through_a_follower_and_the_leader() {
 /// the user may not run is refused, and one it may run is run.
 #[test]
 fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
-    use palisade::raft::protocol::{Envelope, PeerConn, PeerRequest, PeerResponse, PROTOCOL_VERSION};
+    use palisade::raft::protocol::{
+        Envelope, PeerConn, PeerRequest, PeerResponse, PROTOCOL_VERSION,
+    };
     let cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(&[1, 2, 3]);
     let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
@@ -280,11 +298,17 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
         "SETUSER",
     );
     let cluster_id = u64::from_str_radix(&cluster.info(leader, "cluster_id").unwrap(), 16).unwrap();
-    let parse = |line: &str| match palisade::cmd::parse(words(line).into_iter().map(Into::into).collect()) {
+    let parse = |line: &str| match palisade::cmd::parse(
+        words(line).into_iter().map(Into::into).collect(),
+    ) {
         Ok(palisade::cmd::Request::Write(cmd)) => cmd,
         other => panic!("{line}: {other:?}"),
     };
-    let cmds = vec![parse("SET other v"), parse("SET lock:1 v"), parse("DEL lock:1")];
+    let cmds = vec![
+        parse("SET other v"),
+        parse("SET lock:1 v"),
+        parse("DEL lock:1"),
+    ];
     let env = Envelope {
         proto: PROTOCOL_VERSION,
         cluster_id,
@@ -293,7 +317,11 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
         body: PeerRequest::Forward {
             write: true,
             cmds,
-            users: vec![Some("locker".into()), Some("locker".into()), Some("locker".into())],
+            users: vec![
+                Some("locker".into()),
+                Some("locker".into()),
+                Some("locker".into()),
+            ],
         },
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -302,7 +330,9 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
         .unwrap();
     let replies = rt.block_on(async {
         let addr = cluster.peer_addr(leader);
-        let mut conn = PeerConn::connect(&addr, Duration::from_secs(5)).await.unwrap();
+        let mut conn = PeerConn::connect(&addr, Duration::from_secs(5))
+            .await
+            .unwrap();
         match conn.call(&env, Duration::from_secs(10)).await {
             Ok(PeerResponse::Forward(r)) => r,
             other => panic!("forward: {other:?}"),
@@ -317,8 +347,12 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
             Reply::err("NOPERM this user has no permissions to run the 'del' command"),
         ]
     );
-    assert_reply(&c.c("GET other"), &nil(2), "the refused write did not run");
-    assert_reply(&c.c("GET lock:1"), &bulk_bytes(b"v"), "the allowed write ran");
+    assert_reply(&c.c("GET other"), nil(2), "the refused write did not run");
+    assert_reply(
+        &c.c("GET lock:1"),
+        &bulk_bytes(b"v"),
+        "the allowed write ran",
+    );
 }
 
 /// Users are replicated state: they survive a restart, and a node that missed them while
@@ -351,7 +385,7 @@ fn users_survive_a_restart_and_a_snapshot_install() {
     for round in ["after the snapshot install", "after a restart"] {
         let mut l = cluster.conn(lagger);
         assert_reply(&l.c("ACL GETUSER snap"), &want, round);
-        assert_reply(&l.c("ACL GETUSER gone"), &nil(2), round);
+        assert_reply(&l.c("ACL GETUSER gone"), nil(2), round);
         assert_reply(&l.c("AUTH snap pw"), b"+OK\r\n", round);
         assert_reply(&l.c("GET k1"), &err_bytes(NOPERM_KEY), round);
         cluster.restart(lagger);
@@ -392,6 +426,9 @@ fn the_acl_file_is_loaded_at_start_saved_and_reloaded() {
         "ACL LOAD replaced every user",
     );
     std::fs::write(&file, "user broken on nosuchrule\n").unwrap();
-    assert!(c.c("ACL LOAD").starts_with(b"-ERR"), "a bad file is refused");
+    assert!(
+        c.c("ACL LOAD").starts_with(b"-ERR"),
+        "a bad file is refused"
+    );
     assert_reply(&c.c("ACL USERS"), &users, "a refused file changes nothing");
 }

@@ -181,8 +181,8 @@ fn command(recipe: &str) -> Command {
                 users: users.into_iter().collect(),
             })
         }
-        "@eval-as" => palisade::cmd::acl::EvalAs::new("alice", parsed("EVAL return(1) 1 k a")),
-        "@eval-ro-as" => palisade::cmd::acl::EvalAs::new("bob", parsed("EVAL_RO return(1) 0")),
+        "@eval-as" => palisade::cmd::acl::EvalAs::wrap("alice", parsed("EVAL return(1) 1 k a")),
+        "@eval-ro-as" => palisade::cmd::acl::EvalAs::wrap("bob", parsed("EVAL_RO return(1) 0")),
         line => parsed(line),
     }
 }

@@ -35,10 +35,11 @@ impl Session {
         if spec.no_auth() {
             return Verdict::Run;
         }
-        let Some(user) = self.shared.users().get(&name) else {
+        let users = self.shared.users();
+        let Some(user) = users.get_ref(&name) else {
             return Verdict::Close;
         };
-        if acl::unrestricted(&user) {
+        if acl::unrestricted(user) {
             return Verdict::Run;
         }
         let sub = acl::first_arg(argv);
@@ -75,17 +76,14 @@ impl Session {
     /// A replicated command as this connection sends it: scripts run as its user.
     pub(super) fn as_user(&self, cmd: Command) -> Command {
         match &self.user {
-            Some(u) => EvalAs::new(u, cmd),
+            Some(u) => EvalAs::wrap(u, cmd),
             None => cmd,
         }
     }
 
     /// AUTH [user] pass.
     pub(super) fn auth(&mut self, user: Option<Bytes>, pass: Bytes) -> Reply {
-        let default_nopass = self
-            .shared
-            .user(DEFAULT_USER)
-            .is_some_and(|u| u.nopass);
+        let default_nopass = self.shared.user(DEFAULT_USER).is_some_and(|u| u.nopass);
         if user.is_none() && default_nopass {
             return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
         }
@@ -111,7 +109,9 @@ impl Session {
         let shared = &self.shared;
         let bulks = |v: Vec<String>| Reply::Array(v.into_iter().map(Reply::bulk).collect());
         match c {
-            AclCmd::GetUser(name) => shared.user(&name).map_or(Reply::Nil, |u| acl::getuser_reply(&u)),
+            AclCmd::GetUser(name) => shared
+                .user(&name)
+                .map_or(Reply::Nil, |u| acl::getuser_reply(&u)),
             AclCmd::List => {
                 let users = shared.users().names();
                 let lines = users

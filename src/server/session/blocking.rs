@@ -128,9 +128,17 @@ impl Session {
             let cmd = Command::Exec(exec);
             let user = self.user.clone();
             if read_only {
-                await_read(self.shared.reader.submit_as(user, cmd), self.write_deadline()).await
+                await_read(
+                    self.shared.reader.submit_as(user, cmd),
+                    self.write_deadline(),
+                )
+                .await
             } else {
-                await_write(self.shared.proposer.submit_as(user, cmd), self.write_deadline()).await
+                await_write(
+                    self.shared.proposer.submit_as(user, cmd),
+                    self.write_deadline(),
+                )
+                .await
             }
         };
         let mut replies = match replicated {
