@@ -599,6 +599,12 @@ impl Users {
         self.generation += 1;
     }
 
+    /// Makes this (new) set of users count on from `previous`, the generation of the users it
+    /// replaces (a snapshot install), so that a node's generations only ever rise.
+    pub fn continue_from(&mut self, previous: u64) {
+        self.generation = self.generation.max(previous) + 1;
+    }
+
     /// Restores persisted users (on open, or from a snapshot image).
     pub fn restore(&mut self, users: BTreeMap<String, User>) {
         self.users = users;

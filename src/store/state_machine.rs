@@ -461,15 +461,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             ));
         }
         let mut st = self.state.write().map_err(|_| poisoned())?;
+        let users_generation = st.ks.users().generation();
         st.ks = ks;
         st.ks.clear_changes();
+        st.ks.users_mut().continue_from(users_generation);
         st.last_applied = meta.last_log_id;
         st.membership = meta.last_membership.clone();
         // State and last_applied in one WriteBatch. openraft cannot purge the log this
         // snapshot covers before this write is done (`LogStore::purge` waits for it).
         self.rewrite_all(&st)?;
-        // A new keyspace counts its own generations: always republish.
-        st.acl.send_replace(Arc::new(st.ks.users().clone()));
+        st.publish_users();
         Ok(())
     }
 

@@ -432,3 +432,43 @@ fn the_acl_file_is_loaded_at_start_saved_and_reloaded() {
     );
     assert_reply(&c.c("ACL USERS"), &users, "a refused file changes nothing");
 }
+
+/// Refusals are in ACL LOG with Redis's fields, and a connection whose user is deleted is
+/// closed at its next command.
+#[test]
+fn refusals_are_logged_and_a_deleted_users_connections_close() {
+    let server = Server::start();
+    let mut admin = server.conn();
+    assert_reply(
+        &admin.c("ACL SETUSER temp on >pw ~t:* -@all +get"),
+        b"+OK\r\n",
+        "SETUSER",
+    );
+    let mut c = server.conn();
+    assert_reply(
+        &c.c("AUTH temp bad"),
+        &err_bytes("WRONGPASS invalid username-password pair or user is disabled."),
+        "AUTH",
+    );
+    assert_reply(&c.c("AUTH temp pw"), b"+OK\r\n", "AUTH");
+    assert_reply(&c.c("GET other"), &err_bytes(NOPERM_KEY), "GET other");
+    assert_reply(&c.c("GET other"), &err_bytes(NOPERM_KEY), "GET other again");
+    let log = String::from_utf8_lossy(&admin.c("ACL LOG")).into_owned();
+    for field in [
+        "*2\r\n*14\r\n$5\r\ncount\r\n:2\r\n$6\r\nreason\r\n$3\r\nkey\r\n$7\r\ncontext\r\n$8\r\ntoplevel\r\n$6\r\nobject\r\n$5\r\nother\r\n$8\r\nusername\r\n$4\r\ntemp\r\n$11\r\nage-seconds\r\n",
+        "$6\r\nreason\r\n$4\r\nauth\r\n$7\r\ncontext\r\n$8\r\ntoplevel\r\n$6\r\nobject\r\n$4\r\nAUTH\r\n",
+        "user=temp",
+    ] {
+        assert!(log.contains(field), "ACL LOG lacks {field:?}: {log}");
+    }
+    assert_reply(&admin.c("ACL LOG RESET"), b"+OK\r\n", "ACL LOG RESET");
+    assert_reply(&admin.c("ACL LOG"), b"*0\r\n", "ACL LOG after RESET");
+    assert_reply(&admin.c("ACL DELUSER temp"), b":1\r\n", "DELUSER");
+    c.send(&words("GET t:1"));
+    let (rest, closed) = c.read_until_close(Duration::from_secs(5));
+    assert!(
+        closed && rest.is_empty(),
+        "the connection stayed open: {}",
+        show(&rest)
+    );
+}
