@@ -371,9 +371,11 @@ fn users_survive_a_restart_and_a_snapshot_install() {
     for i in 0..100 {
         assert_reply(&c.c(&format!("SET k{i} v")), b"+OK\r\n", "a write");
     }
-    assert!(
-        cluster.info_u64(leader, "purged_index") > 0,
-        "the leader did not compact its log"
+    // openraft builds the snapshot and purges behind it in the background.
+    wait_for(
+        Duration::from_secs(20),
+        "the leader to compact its log",
+        || (cluster.info_u64(leader, "purged_index") > 0).then_some(()),
     );
     let want = c.c("ACL GETUSER snap");
     cluster.restart(lagger);
