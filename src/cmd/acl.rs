@@ -503,6 +503,14 @@ mod tests {
         assert!(check_forwarded(&u, "u", &parsed("GET lock:a")).is_ok());
         let script = EvalAs::wrap("someone", parsed("EVAL x 0"));
         assert!(check_forwarded(&user("on allkeys allcommands"), "u", &script).is_err());
+        let loader = user("on -@all +script|load");
+        assert!(check_forwarded(&loader, "u", &parsed("SCRIPT LOAD x")).is_ok());
+        assert_eq!(
+            check_forwarded(&loader, "u", &parsed("SCRIPT FLUSH")),
+            Err(Reply::err(
+                "NOPERM this user has no permissions to run the 'script|flush' command"
+            ))
+        );
         let tick = Command::Tick(super::super::evict::Tick);
         assert!(check_forwarded(&u, "u", &tick).is_err());
     }

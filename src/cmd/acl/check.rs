@@ -75,7 +75,8 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
             "shardnumsub",
         ],
     ),
-    ("script", &["exists", "flush", "help", "load"]),
+    // BUDGET is Palisade's own.
+    ("script", &["budget", "exists", "flush", "help", "load"]),
     ("slowlog", &["get", "help", "len", "reset"]),
 ];
 

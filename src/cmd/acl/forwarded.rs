@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::check::{categories, key_access, noperm};
 use crate::cmd::registry::lookup;
+use crate::cmd::script::Script;
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::state::acl::{Denied, Subject, User};
@@ -75,8 +76,13 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::EvalRo(c) => (&["eval_ro", "evalsha_ro"], many(&c.0.keys), none()),
         C::EvalAs(c) if c.read_only => (&["eval_ro", "evalsha_ro"], many(&c.eval.keys), none()),
         C::EvalAs(c) => (&["eval", "evalsha"], many(&c.eval.keys), none()),
-        C::Script(_) => (&["script"], none(), none()),
-        C::AclSetUser(_) | C::AclDelUser(_) | C::AclLoad(_) => (&["acl"], none(), none()),
+        C::Script(Script::Load(_)) => (&["script|load"], none(), none()),
+        C::Script(Script::Exists(_)) => (&["script|exists"], none(), none()),
+        C::Script(Script::Flush) => (&["script|flush"], none(), none()),
+        C::Script(Script::Budget(_)) => (&["script|budget"], none(), none()),
+        C::AclSetUser(_) => (&["acl|setuser"], none(), none()),
+        C::AclDelUser(_) => (&["acl|deluser"], none(), none()),
+        C::AclLoad(_) => (&["acl|load"], none(), none()),
         C::Evict(_) | C::Tick(_) | C::LockPurge(_) => return None,
     })
 }
@@ -105,16 +111,20 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
         ));
     };
     let mut last = Denied::Command;
-    for cmd_name in names {
+    for full in names {
+        // `cmd|sub` for a container's subcommand.
+        let (cmd_name, sub) = match full.split_once('|') {
+            Some((c, s)) => (c, Some(s)),
+            None => (*full, None),
+        };
         let Some(spec) = lookup(cmd_name) else {
             continue;
         };
         let access = key_access(spec);
         let subject = Subject {
             name: spec.name,
-            // Containers arrive without their subcommand: SCRIPT and ACL need the whole command.
-            sub: None,
-            categories: categories(spec, None),
+            sub,
+            categories: categories(spec, sub),
             keys: keys.iter().map(|k| (*k, access)).collect(),
             channels: channels.iter().map(|c| (*c, false)).collect(),
         };
