@@ -475,6 +475,10 @@ mod tests {
         assert_eq!(run("publish news m"), Ok(()));
         assert_eq!(run("publish other m"), Err(Denied::Channel(0)));
         assert_eq!(run("acl whoami"), Ok(()));
+        let object = user("on ~lock:* +object");
+        let obj = |line: &str| check(&object, lookup("object").unwrap(), &argv(line));
+        assert_eq!(obj("object encoding lock:1"), Ok(()));
+        assert_eq!(obj("object encoding other"), Err(Denied::Key(0)));
         assert_eq!(run("acl list"), Err(Denied::Command));
         assert_eq!(
             full_name(lookup("acl").unwrap(), &argv("acl LIST")),

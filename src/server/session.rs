@@ -596,11 +596,13 @@ impl Session {
         }
     }
 
-    /// One read through the read path (as a client's read: linearizable, forwarded).
+    /// One read through the read path (as a client's read: linearizable, forwarded). It
+    /// serves OBJECT and MEMORY, whose key was checked against the user: the reads they
+    /// make of it are the node's own (a user may run OBJECT on a key without GET).
     async fn read(&self, argv: Vec<Bytes>) -> Reply {
         match cmd::parse(argv) {
             Ok(Request::Read(c)) => {
-                let rx = self.shared.reader.submit_as(self.user.clone(), c);
+                let rx = self.shared.reader.submit(c);
                 await_read(rx, self.write_deadline()).await
             }
             _ => Reply::err("ERR internal: not a read"),

@@ -169,7 +169,7 @@ pub(super) fn key_access(spec: &Spec) -> Access {
         | "expireat" | "pexpireat" | "persist" | "lpush" | "rpush" | "lpushx" | "rpushx"
         | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" => false,
         // Metadata only.
-        "exists" | "type" | "watch" => false,
+        "exists" | "type" | "watch" | "object" | "memory" => false,
         _ => true,
     };
     Access { read, write }
@@ -180,6 +180,10 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
         let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
+    }
+    // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
+    if matches!(spec.name, "object" | "memory") {
+        return argv.get(2).map(|k| k.as_ref()).into_iter().collect();
     }
     if spec.first_key <= 0 {
         return Vec::new();
