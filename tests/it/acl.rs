@@ -13,6 +13,24 @@ use crate::differential::{diff, diff_with, run_steps, same, same_args, Step};
 const NOPERM_KEY: &str =
     "NOPERM this user has no permissions to access one of the keys used as arguments";
 
+/// Sends an idempotent write until it succeeds: right after start, under load, the cluster
+/// may still change leaders (`CLUSTERDOWN`, `TRYAGAIN`).
+fn until_ok(c: &mut Conn, line: &str) {
+    wait_for(Duration::from_secs(30), line, || {
+        let r = c.c(line);
+        if r == b"+OK\r\n" {
+            return Some(());
+        }
+        let retry = [&b"-CLUSTERDOWN"[..], b"-TRYAGAIN", b"-TIMEOUT"];
+        assert!(
+            retry.iter().any(|p| r.starts_with(p)),
+            "{line}: {}",
+            show(&r)
+        );
+        None
+    })
+}
+
 fn noperm_cmd(name: &str) -> Vec<u8> {
     err_bytes(&format!(
         "NOPERM this user has no permissions to run the '{name}' command"
@@ -237,10 +255,9 @@ fn a_lock_user_gets_noperm_on_other_keys_through_a_follower_and_the_leader() {
     let leader = cluster.wait_leader(&[1, 2, 3]);
     let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
     let mut admin = cluster.conn(follower);
-    assert_reply(
-        &admin.c("ACL SETUSER locker on >pw ~lock:* -@all +@palisade +get +set"),
-        b"+OK\r\n",
-        "SETUSER through a follower",
+    until_ok(
+        &mut admin,
+        "ACL SETUSER locker on >pw ~lock:* -@all +@palisade +get +set",
     );
     for id in [follower, leader] {
         let mut c = cluster.conn(id);
@@ -266,11 +283,7 @@ fn a_lock_user_gets_noperm_on_other_keys_through_a_follower_and_the_leader() {
         assert_reply(&c.c("ACL LIST"), &noperm_cmd("acl|list"), "ACL LIST");
     }
     // Changes reach every node: once taken away, SET is refused everywhere.
-    assert_reply(
-        &admin.c("ACL SETUSER locker -set"),
-        b"+OK\r\n",
-        "SETUSER -set",
-    );
+    until_ok(&mut admin, "ACL SETUSER locker -set");
     for id in [1, 2, 3] {
         let mut c = cluster.conn(id);
         assert_reply(&c.c("AUTH locker pw"), b"+OK\r\n", "AUTH");
@@ -292,10 +305,9 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
     let leader = cluster.wait_leader(&[1, 2, 3]);
     let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
     let mut c = cluster.conn(leader);
-    assert_reply(
-        &c.c("ACL SETUSER locker on >pw ~lock:* -@all +@palisade +set"),
-        b"+OK\r\n",
-        "SETUSER",
+    until_ok(
+        &mut c,
+        "ACL SETUSER locker on >pw ~lock:* -@all +@palisade +set",
     );
     let cluster_id = u64::from_str_radix(&cluster.info(leader, "cluster_id").unwrap(), 16).unwrap();
     let parse = |line: &str| match palisade::cmd::parse(
@@ -365,11 +377,11 @@ fn users_survive_a_restart_and_a_snapshot_install() {
     cluster.kill9(lagger);
     let mut c = cluster.conn(leader);
     let rules = "ACL SETUSER snap on >pw ~s:* &news -@all +get +set";
-    assert_reply(&c.c(rules), b"+OK\r\n", "SETUSER while a node is down");
-    assert_reply(&c.c("ACL SETUSER gone on"), b"+OK\r\n", "SETUSER gone");
+    until_ok(&mut c, rules);
+    until_ok(&mut c, "ACL SETUSER gone on");
     assert_reply(&c.c("ACL DELUSER gone"), b":1\r\n", "DELUSER gone");
     for i in 0..100 {
-        assert_reply(&c.c(&format!("SET k{i} v")), b"+OK\r\n", "a write");
+        until_ok(&mut c, &format!("SET k{i} v"));
     }
     // openraft builds the snapshot and purges behind it in the background.
     wait_for(
