@@ -74,6 +74,10 @@ pub struct Settings {
     /// Require clients to AUTH with this password.
     #[arg(long)]
     pub requirepass: Option<String>,
+    /// ACL users file, as redis-server's: `user <name> <rule> ...` lines, read by ACL LOAD
+    /// (and at start) and written by ACL SAVE.
+    #[arg(long)]
+    pub aclfile: Option<PathBuf>,
     /// This node's Raft id.
     #[arg(long, default_value_t = 1)]
     pub node_id: u64,
@@ -239,6 +243,8 @@ pub struct Config {
     pub dir: PathBuf,
     /// Password, if any.
     pub requirepass: Option<String>,
+    /// The ACL file (`--aclfile`), if any.
+    pub aclfile: Option<PathBuf>,
     /// Raft node id.
     pub node_id: u64,
     /// Raft peer port.
@@ -407,6 +413,7 @@ impl Config {
             port: s.port,
             dir: s.dir,
             requirepass: s.requirepass,
+            aclfile: s.aclfile,
             node_id: s.node_id,
             peers,
             maxclients: s.maxclients,
@@ -693,6 +700,7 @@ mod tests {
             "dir",
             "config",
             "requirepass",
+            "aclfile",
             "node-id",
             "peer-port",
             "peers",

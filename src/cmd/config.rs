@@ -216,6 +216,7 @@ pub static PARAMS: &[Param] = &[
     p("port", Int(0, 65535), Immutable, "6379"),
     p("dir", Text, Protected, "./data"),
     p("requirepass", Text, Live, ""),
+    p("aclfile", Text, Immutable, ""),
     p("maxclients", Int(1, u32::MAX as i64), Live, "10000"),
     p("proto-max-bulk-len", Memory(MB, MAX), Live, "536870912"),
     p(

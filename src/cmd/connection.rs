@@ -61,7 +61,7 @@ pub enum ConnCmd {
     Hello(Hello),
     /// AUTH with optional user name.
     Auth {
-        /// User name (only `default` exists).
+        /// User name (`default` if not given).
         user: Option<Bytes>,
         /// Password.
         pass: Bytes,
@@ -94,6 +94,8 @@ pub enum ConnCmd {
     Slowlog(super::slowlog::SlowlogCmd),
     /// SHUTDOWN (any options: there is nothing to save).
     Shutdown,
+    /// ACL subcommands answered from this node's applied users.
+    Acl(super::acl::AclCmd),
     /// OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT and MEMORY USAGE: questions about a key that
     /// the session answers after reading it.
     KeyInfo(super::object::KeyQuery),

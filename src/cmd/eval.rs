@@ -14,6 +14,7 @@ use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::script::{self, Access, Invocation};
+use crate::state::acl::User;
 use crate::state::scripts::sha1_hex;
 use crate::state::Keyspace;
 
@@ -166,33 +167,44 @@ impl Replicated for Eval {
         false
     }
 
-    /// Runs the script inside apply.
+    /// Runs the script inside apply (an entry written before ACLs: no permission checks).
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        let (sha, body) = match self.resolve(ks) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let (flags, text) = match shebang(&body) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        if matches!(self.source, Source::Body(_)) {
-            ks.cache_script(sha.clone(), body.clone());
-        }
-        let budget = ks.script_budget();
-        let inv = Invocation {
-            sha: &sha,
-            body: &text,
-            keys: &self.keys,
-            args: &self.args,
-            now: ctx.now,
-            budget,
-        };
-        if flags.no_writes {
-            return script::run(Access::Read(ks), &inv);
-        }
-        script::run(Access::Write(ks), &inv)
+        run(self, ks, ctx, None)
     }
+}
+
+/// The user whose calls need checking: none for one that may run anything (`default`).
+fn checked(user: Option<&User>) -> Option<&User> {
+    user.filter(|u| !super::acl::unrestricted(u))
+}
+
+/// Runs EVAL or EVALSHA inside apply; `user` (if any) is checked on every `redis.call`.
+pub fn run(eval: &Eval, ks: &mut Keyspace, ctx: Ctx, user: Option<&User>) -> Reply {
+    let (sha, body) = match eval.resolve(ks) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let (flags, text) = match shebang(&body) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    if matches!(eval.source, Source::Body(_)) {
+        ks.cache_script(sha.clone(), body.clone());
+    }
+    let budget = ks.script_budget();
+    let inv = Invocation {
+        sha: &sha,
+        body: &text,
+        keys: &eval.keys,
+        args: &eval.args,
+        now: ctx.now,
+        budget,
+        user: checked(user),
+    };
+    if flags.no_writes {
+        return script::run(Access::Read(ks), &inv);
+    }
+    script::run(Access::Write(ks), &inv)
 }
 
 impl Replicated for EvalRo {
@@ -202,28 +214,31 @@ impl Replicated for EvalRo {
 
     /// Runs the script read-only (EVAL_RO, EVALSHA_RO).
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        let eval = &self.0;
-        let (sha, body) = match eval.resolve(ks) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let text = match shebang(&body) {
-            Ok((sb, _)) if sb.present && !sb.no_writes => {
-                return Reply::err(
-                    "ERR Can not execute a script with write flag using *_ro command.",
-                )
-            }
-            Ok((_, text)) => text,
-            Err(e) => return e,
-        };
-        let inv = Invocation {
-            sha: &sha,
-            body: &text,
-            keys: &eval.keys,
-            args: &eval.args,
-            now,
-            budget: ks.script_budget(),
-        };
-        script::run(Access::Read(ks), &inv)
+        run_ro(&self.0, ks, now, None)
     }
+}
+
+/// Runs EVAL_RO or EVALSHA_RO; `user` (if any) is checked on every `redis.call`.
+pub fn run_ro(eval: &Eval, ks: &Keyspace, now: u64, user: Option<&User>) -> Reply {
+    let (sha, body) = match eval.resolve(ks) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let text = match shebang(&body) {
+        Ok((sb, _)) if sb.present && !sb.no_writes => {
+            return Reply::err("ERR Can not execute a script with write flag using *_ro command.")
+        }
+        Ok((_, text)) => text,
+        Err(e) => return e,
+    };
+    let inv = Invocation {
+        sha: &sha,
+        body: &text,
+        keys: &eval.keys,
+        args: &eval.args,
+        now,
+        budget: ks.script_budget(),
+        user: checked(user),
+    };
+    script::run(Access::Read(ks), &inv)
 }

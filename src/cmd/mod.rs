@@ -11,6 +11,7 @@
 //! add its `mod` line and its line in the list, with the next unused tag
 //! (docs/architecture.md, "Adding a command").
 
+pub mod acl;
 pub mod blpop;
 pub mod client;
 pub mod command;
@@ -70,6 +71,12 @@ registry::commands! {
     command: [],
     info: [],
     config: [],
+    acl: [
+        40 => AclSetUser(AclSetUser),
+        41 => AclDelUser(AclDelUser),
+        42 => AclLoad(AclLoad),
+        43 => EvalAs(EvalAs),
+    ],
     time: [],
     slowlog: [],
     latency: [],

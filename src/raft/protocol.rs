@@ -81,6 +81,9 @@ pub enum PeerRequest {
         write: bool,
         /// The commands, in order.
         cmds: Vec<Command>,
+        /// For each command, the ACL user of the client that sent it (None: the follower's
+        /// own work). The leader checks each command against its user before running it.
+        users: Vec<Option<String>>,
     },
     /// A RAFT.* admin command forwarded to the leader (raw arguments).
     Admin(Vec<Bytes>),

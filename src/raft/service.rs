@@ -30,8 +30,15 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// What the server does with client work forwarded by followers.
 pub trait ClientHandler: Send + Sync + 'static {
-    /// Runs forwarded commands through this node's proposer (writes) or reader (reads).
-    fn forward(&self, write: bool, cmds: Vec<Command>) -> BoxFuture<Vec<Reply>>;
+    /// Runs forwarded commands through this node's proposer (writes) or reader (reads),
+    /// each after checking it against the ACL user it was sent for (`users[i]` for
+    /// `cmds[i]`; None: the follower's own work).
+    fn forward(
+        &self,
+        write: bool,
+        cmds: Vec<Command>,
+        users: Vec<Option<String>>,
+    ) -> BoxFuture<Vec<Reply>>;
     /// Runs a forwarded RAFT.* admin command.
     fn admin(&self, argv: Vec<Bytes>) -> BoxFuture<Reply>;
 }
@@ -341,8 +348,8 @@ impl Service {
                         .map_err(|e| text(&e)),
                 )
             }
-            PeerRequest::Forward { write, cmds } => {
-                PeerResponse::Forward(self.handler.forward(write, cmds).await)
+            PeerRequest::Forward { write, cmds, users } => {
+                PeerResponse::Forward(self.handler.forward(write, cmds, users).await)
             }
             PeerRequest::Admin(argv) => PeerResponse::Admin(self.handler.admin(argv).await),
         }

@@ -54,7 +54,12 @@ pub fn argv(args: &MultiValue) -> Result<Vec<Bytes>, Reply> {
 
 /// Executes one command line for a script. Returns the reply (an error reply is what
 /// `redis.call` raises and `redis.pcall` returns).
-pub fn execute(access: &mut Access<'_>, argv: Vec<Bytes>, now: u64) -> Reply {
+pub fn execute(
+    access: &mut Access<'_>,
+    argv: Vec<Bytes>,
+    now: u64,
+    user: Option<&crate::state::acl::User>,
+) -> Reply {
     let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
     let Some(spec) = cmd::lookup(&name) else {
         return err("Unknown Redis command called from script");
@@ -64,6 +69,13 @@ pub fn execute(access: &mut Access<'_>, argv: Vec<Bytes>, now: u64) -> Reply {
     }
     if spec.flags.contains(&"noscript") {
         return not_allowed();
+    }
+    // With the caller's permissions, decided from the replicated users: the same on every
+    // replica.
+    if let Some(u) = user {
+        if let Err(denied) = cmd::acl::check(u, spec, &argv) {
+            return cmd::acl::script_denied(denied);
+        }
     }
     match (spec.parse)(&mut Args::new(argv)) {
         Err(reply) => reply,

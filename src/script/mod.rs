@@ -49,6 +49,9 @@ pub struct Invocation<'a> {
     pub now: u64,
     /// Instruction budget.
     pub budget: u64,
+    /// The user whose permissions every `redis.call` is checked against (None: unchecked,
+    /// for entries written before ACLs).
+    pub user: Option<&'a crate::state::acl::User>,
 }
 
 /// Per-run state shared by the hook and the callbacks.
@@ -148,6 +151,7 @@ fn execute(
         Ok(Value::Nil)
     })?;
     let now = inv.now;
+    let user = inv.user;
     let result = lua.scope(|scope| {
         let call_st = st.clone();
         let raw = scope.create_function_mut(move |lua, args: MultiValue| {
@@ -155,7 +159,7 @@ fn execute(
                 return Err(abort_error());
             }
             let reply = match bridge::argv(&args) {
-                Ok(argv) => bridge::execute(access, argv, now),
+                Ok(argv) => bridge::execute(access, argv, now, user),
                 Err(e) => e,
             };
             bridge::to_lua(lua, &reply, call_st.resp3.get())

@@ -28,6 +28,7 @@ fn eval_at(
         args: &args,
         now,
         budget,
+        user: None,
     };
     run(Access::Write(ks), &inv)
 }
@@ -299,6 +300,7 @@ fn read_only_scripts_reject_writes() {
         args: &[],
         now: 0,
         budget: 1000,
+        user: None,
     };
     assert_eq!(
         run(Access::Read(&ks), &inv),
@@ -369,4 +371,44 @@ fn bench_fresh_state() {
             .into_function()
             .unwrap();
     });
+}
+
+/// `redis.call` and `redis.pcall` run with the caller's permissions: a denied command or key
+/// raises (or returns) Redis's script error, and an allowed one runs.
+#[test]
+fn calls_are_checked_against_the_callers_user() {
+    let mut ks = Keyspace::default();
+    let mut user = crate::state::acl::User::new();
+    for r in ["on", "~lock:*", "+get", "+set"] {
+        user.apply_rule(r.as_bytes(), &crate::cmd::acl::TableCatalog)
+            .unwrap();
+    }
+    let mut run_as = |body: &str| {
+        let inv = Invocation {
+            sha: "0000",
+            body: body.as_bytes(),
+            keys: &[],
+            args: &[],
+            now: 0,
+            budget: 100_000,
+            user: Some(&user),
+        };
+        run(Access::Write(&mut ks), &inv)
+    };
+    assert_eq!(
+        run_as("return redis.call('set', 'lock:1', 'v')"),
+        Reply::ok()
+    );
+    assert_eq!(
+        run_as("return redis.pcall('get', 'other')"),
+        Reply::err("ERR The user executing the script can't access at least one of the keys mentioned in the command arguments")
+    );
+    assert_eq!(
+        run_as("return redis.pcall('del', 'lock:1')"),
+        Reply::err("ERR The user executing the script can't run this command or subcommand")
+    );
+    assert_eq!(
+        run_as("return redis.call('del', 'lock:1')"),
+        Reply::err("ERR The user executing the script can't run this command or subcommand script: 0000, on @user_script:1.")
+    );
 }

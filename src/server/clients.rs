@@ -32,13 +32,15 @@ pub struct ClientInfo {
     pub cmd: String,
     /// Waiting in BLPOP/BRPOP for a push (CLIENT LIST `flags=b`, as Redis).
     pub blocked: bool,
+    /// The ACL user the connection is authenticated as.
+    pub user: String,
 }
 
 impl ClientInfo {
     /// One CLIENT LIST line, with Redis's field names and order.
     pub fn line(&self) -> String {
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -47,6 +49,7 @@ impl ClientInfo {
             self.last.elapsed().as_secs(),
             if self.blocked { "b" } else { "N" },
             self.cmd,
+            self.user,
             self.resp,
             self.lib_name,
             self.lib_ver

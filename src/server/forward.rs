@@ -175,11 +175,13 @@ impl LeaderLink {
         }
     }
 
-    /// Forwards a batch of commands; replies come back in order.
+    /// Forwards a batch of commands, each with the ACL user it runs for; replies come back
+    /// in order.
     pub async fn forward(
         &self,
         write: bool,
         cmds: &[Command],
+        users: &[Option<String>],
         deadline: Instant,
     ) -> Result<Vec<Reply>, ForwardError> {
         let n = cmds.len();
@@ -188,6 +190,7 @@ impl LeaderLink {
                 || PeerRequest::Forward {
                     write,
                     cmds: cmds.to_vec(),
+                    users: users.to_vec(),
                 },
                 deadline,
                 !write,

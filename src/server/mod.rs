@@ -1,6 +1,7 @@
 //! The server: accept loop, per-connection sessions, write batching, read batching and
 //! leader housekeeping, all sharing one [`Shared`].
 
+pub mod acl;
 pub mod admin;
 pub mod clients;
 pub mod errors;
@@ -171,6 +172,10 @@ pub struct Shared {
     pub started_unix: i64,
     /// Signalled by SHUTDOWN; [`Server::shutdown_requested`] waits for it.
     pub shutdown: tokio::sync::Notify,
+    /// This node's applied ACL users ([`crate::store::SmState::acl`]).
+    pub acl: watch::Receiver<Arc<crate::state::acl::Users>>,
+    /// ACL LOG: this node's recent refusals.
+    pub acl_log: crate::cmd::acl::log::Log,
 }
 
 impl Shared {
@@ -211,7 +216,10 @@ impl Shared {
     /// True if the default user can be used without a password: the one question
     /// protected mode asks about users (with ACL users, "the default user is `nopass`").
     pub fn default_user_needs_no_password(&self) -> bool {
-        self.requirepass().is_none()
+        // As Redis: the default user is `nopass`; a password from `requirepass` or
+        // ACL SETUSER lifts protected mode.
+        self.user(crate::state::acl::DEFAULT_USER)
+            .is_some_and(|u| u.nopass)
     }
 
     /// Protected mode as Redis 7: while it is on and the default user needs no password,
@@ -349,6 +357,10 @@ impl Shared {
             ("port", Some(Integer(c.port.into()))),
             ("dir", Some(Text(c.dir.display().to_string()))),
             ("requirepass", self.requirepass().map(Text)),
+            (
+                "aclfile",
+                c.aclfile.as_ref().map(|p| Text(p.display().to_string())),
+            ),
             ("node-id", Some(Integer(c.node_id as i64))),
             (
                 "peer-port",
@@ -591,6 +603,13 @@ fn start_params(
         ("port", port.to_string()),
         ("dir", c.dir.display().to_string()),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        (
+            "aclfile",
+            c.aclfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
         ("maxclients", c.maxclients.to_string()),
         ("proto-max-bulk-len", l.max_bulk_len.to_string()),
         ("client-query-buffer-limit", l.max_query_buffer.to_string()),
@@ -710,6 +729,12 @@ impl Server {
         };
         let clock = Clock::with_fault(config.test_clock_offset_ms, config.test_clock_rate_ppm);
         let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
+        let acl = node
+            .state
+            .read()
+            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+            .acl
+            .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let shared = Arc::new(Shared {
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
@@ -741,6 +766,8 @@ impl Server {
             slowlog: Default::default(),
             started_unix: unix_secs(),
             shutdown: tokio::sync::Notify::new(),
+            acl,
+            acl_log: Default::default(),
             config,
         });
         // Subscribed before the first client connects, so that no grant to a waiter is missed.
@@ -766,6 +793,7 @@ impl Server {
         tasks.spawn(sample_stats(shared.clone(), stop_rx.clone()));
         tasks.spawn(lockwait::run(shared.clone(), lock_events, stop_rx.clone()));
         let tls_addr = listeners.tls_addr();
+        tasks.spawn(acl::load_at_start(shared.clone(), stop_rx.clone()));
         tasks.spawn(accept_loop(shared.clone(), listeners, stop_rx));
         tracing::info!(addr = %addr, tls_addr = ?tls_addr, node_id = shared.config.node_id, peer_port = shared.config.peer_port, dir = %shared.config.dir.display(), "palisade ready to accept connections");
         Ok(Server {
@@ -929,6 +957,7 @@ async fn accept_loop(shared: Arc<Shared>, listeners: Listeners, mut stop: watch:
             last: now,
             cmd: "NULL".into(),
             blocked: false,
+            user: crate::state::acl::DEFAULT_USER.into(),
         });
         let (sh, rx) = (shared.clone(), stop.clone());
         sessions.spawn(async move {
@@ -1001,23 +1030,42 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
-    fn forward(&self, write: bool, cmds: Vec<Command>) -> BoxFuture<Vec<Reply>> {
+    fn forward(
+        &self,
+        write: bool,
+        cmds: Vec<Command>,
+        users: Vec<Option<String>>,
+    ) -> BoxFuture<Vec<Reply>> {
         let shared = self.shared.clone();
         Box::pin(async move {
+            if users.len() != cmds.len() {
+                let bad = Reply::err("ERR internal: a forwarded batch without its users");
+                return vec![bad; cmds.len()];
+            }
             let deadline =
                 tokio::time::Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
+            // Each command is checked against its user here, on the leader, before it runs:
+            // forwarding is no way around ACLs.
             let receivers: Vec<_> = cmds
                 .into_iter()
-                .map(|c| {
-                    if write {
-                        shared.proposer.submit(c)
-                    } else {
-                        shared.reader.submit(c)
-                    }
-                })
+                .zip(users)
+                .map(
+                    |(c, user)| match shared.check_forwarded(user.as_deref(), &c) {
+                        Some(refused) => Err(refused),
+                        None if write => Ok(shared.proposer.submit(c)),
+                        None => Ok(shared.reader.submit(c)),
+                    },
+                )
                 .collect();
             let mut replies = Vec::with_capacity(receivers.len());
             for rx in receivers {
+                let rx = match rx {
+                    Ok(rx) => rx,
+                    Err(refused) => {
+                        replies.push(refused);
+                        continue;
+                    }
+                };
                 replies.push(match tokio::time::timeout_at(deadline, rx).await {
                     Ok(Ok(r)) => r,
                     Ok(Err(_)) => {

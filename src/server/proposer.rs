@@ -32,6 +32,9 @@ pub const MAX_IN_FLIGHT: usize = 8;
 /// A queued write.
 struct Pending {
     cmd: Command,
+    /// The ACL user the command runs for (None: the node's own work), for the leader's
+    /// check when it is forwarded.
+    user: Option<Arc<str>>,
     reply: oneshot::Sender<Reply>,
 }
 
@@ -120,13 +123,28 @@ impl Proposer {
         Proposer { tx, stats }
     }
 
-    /// Queues a write; the receiver yields its reply once the entry is applied.
+    /// Queues one of the node's own writes; the receiver yields its reply once the entry is
+    /// applied.
     pub fn submit(&self, cmd: Command) -> oneshot::Receiver<Reply> {
+        self.submit_as(None, cmd)
+    }
+
+    /// Queues a client's write, sent by ACL user `user` (already checked on this node; the
+    /// leader checks it again if it is forwarded).
+    pub fn submit_as(&self, user: Option<Arc<str>>, cmd: Command) -> oneshot::Receiver<Reply> {
         let (reply, rx) = oneshot::channel();
         // If the proposer has stopped, the dropped sender reports the failure to the caller.
-        let _ = self.tx.send(Pending { cmd, reply });
+        let _ = self.tx.send(Pending { cmd, user, reply });
         rx
     }
+}
+
+/// The ACL user of each queued command, as the Forward frame carries them.
+fn forwarded_users(batch: &[Pending]) -> Vec<Option<String>> {
+    batch
+        .iter()
+        .map(|p| p.user.as_deref().map(String::from))
+        .collect()
 }
 
 fn drain(rx: &mut mpsc::UnboundedReceiver<Pending>, batch: &mut Vec<Pending>) {
@@ -157,15 +175,22 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, ctx: Ctx) {
         };
         // Commands that arrived while we waited for a slot join this batch.
         drain(&mut rx, &mut batch);
+        // Decided once: a batch forwarded without its users would skip the leader's check.
+        let local = ctx.link.leader() == Leader::Me;
+        let users = if local {
+            Vec::new()
+        } else {
+            forwarded_users(&batch)
+        };
         let (cmds, senders): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
-        if ctx.link.leader() == Leader::Me {
+        if local {
             propose_local(&ctx, cmds, senders, permit).await;
             continue;
         }
         // Forward in order: the next batch waits for this one, so that a connection's
         // pipelined writes reach the leader in the order they were sent.
         let deadline = Instant::now() + ctx.write_timeout;
-        match ctx.link.forward(true, &cmds, deadline).await {
+        match ctx.link.forward(true, &cmds, &users, deadline).await {
             Ok(replies) => deliver(senders, replies),
             Err(ForwardError::BecameLeader) => propose_local(&ctx, cmds, senders, permit).await,
             Err(ForwardError::Failed(reply)) => fail_all(senders, reply),

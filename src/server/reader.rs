@@ -21,6 +21,8 @@ use crate::store::SmState;
 
 struct Pending {
     cmd: Command,
+    /// The ACL user the read runs for (see `Proposer::submit_as`).
+    user: Option<Arc<str>>,
     reply: oneshot::Sender<Reply>,
 }
 
@@ -44,10 +46,15 @@ impl Reader {
         Reader { tx }
     }
 
-    /// Queues a read; the receiver yields its reply.
+    /// Queues one of the node's own reads; the receiver yields its reply.
     pub fn submit(&self, cmd: Command) -> oneshot::Receiver<Reply> {
+        self.submit_as(None, cmd)
+    }
+
+    /// Queues a client's read, sent by ACL user `user` (see `Proposer::submit_as`).
+    pub fn submit_as(&self, user: Option<Arc<str>>, cmd: Command) -> oneshot::Receiver<Reply> {
         let (reply, rx) = oneshot::channel();
-        let _ = self.tx.send(Pending { cmd, reply });
+        let _ = self.tx.send(Pending { cmd, user, reply });
         rx
     }
 }
@@ -75,7 +82,14 @@ async fn run(
         }
         if link.leader() != Leader::Me {
             let cmds: Vec<Command> = batch.iter().map(|p| p.cmd.clone()).collect();
-            match link.forward(false, &cmds, Instant::now() + timeout).await {
+            let users: Vec<Option<String>> = batch
+                .iter()
+                .map(|p| p.user.as_deref().map(String::from))
+                .collect();
+            match link
+                .forward(false, &cmds, &users, Instant::now() + timeout)
+                .await
+            {
                 Ok(replies) => {
                     for (p, r) in batch.into_iter().zip(replies) {
                         let _ = p.reply.send(r);

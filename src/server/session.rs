@@ -9,6 +9,7 @@
 //! [`blocking`] (BLPOP and EXEC, which wait for replies inline). [`stats`] counts what INFO
 //! reports about commands, errors and traffic.
 
+mod acl;
 mod blocking;
 mod lockwait;
 mod pubsub;
@@ -43,7 +44,8 @@ const OUT_FLUSH: usize = 64 * 1024;
 pub struct Session {
     id: u64,
     proto: Protocol,
-    authed: bool,
+    /// The ACL user the connection is authenticated as (None: not authenticated).
+    user: Option<Arc<str>>,
     name: Option<Bytes>,
     shared: Arc<Shared>,
     out: BytesMut,
@@ -97,6 +99,12 @@ fn reply_is_wrongtype(r: &Reply) -> bool {
     matches!(r, Reply::Error(e) if e.starts_with("WRONGTYPE"))
 }
 
+/// Waits for one of the node's own writes, until the write deadline.
+pub(crate) async fn await_write_for(rx: oneshot::Receiver<Reply>, shared: &Shared) -> Reply {
+    let deadline = Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
+    await_write(rx, deadline).await
+}
+
 /// Waits for a write's reply until its deadline.
 async fn await_write(rx: oneshot::Receiver<Reply>, deadline: Instant) -> Reply {
     match tokio::time::timeout_at(deadline, rx).await {
@@ -130,11 +138,11 @@ pub async fn serve(
     let span = tracing::info_span!("conn", conn_id = id, peer = %peer);
     let peer_field = peer.clone();
     async move {
-        let authed = shared.requirepass().is_none();
+        let user = shared.initial_user();
         let mut s = Session {
             id,
             proto: Protocol::Resp2,
-            authed,
+            user,
             name: None,
             shared,
             out: BytesMut::new(),
@@ -173,9 +181,10 @@ impl Session {
             let mut capped = false;
             // Before authentication, one request at a time: an AUTH lifts the tighter limits
             // for the very next request, as in Redis, which parses after executing.
-            let most = if self.authed { 1024 } else { 1 };
+            let authed = self.user.is_some();
+            let most = if authed { 1024 } else { 1 };
             loop {
-                match parse_request(&mut buf, &limits, self.authed) {
+                match parse_request(&mut buf, &limits, authed) {
                     Ok(Some(argv)) if argv.is_empty() => continue,
                     Ok(Some(argv)) => requests.push(argv),
                     Ok(None) => break,
@@ -280,9 +289,19 @@ impl Session {
         let shared = self.shared.clone();
         let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
         let resolved = match cmd::resolve(&argv) {
-            Ok(spec) if !self.authed && !spec.no_auth() => {
-                Err(Reply::err("NOAUTH Authentication required."))
-            }
+            Ok(spec) if self.user.is_none() && !spec.no_auth() => Err(Reply::err(cmd::acl::NOAUTH)),
+            Ok(spec) => match self.check_acl(spec, &argv) {
+                acl::Verdict::Run => Ok(spec),
+                acl::Verdict::Refuse(reply) => {
+                    // Redis refuses it before queueing: the transaction is doomed.
+                    self.txn.dirty |= self.txn.active();
+                    Err(reply)
+                }
+                acl::Verdict::Close => {
+                    self.quit = true;
+                    return Ok(());
+                }
+            },
             other => other,
         };
         if resolved.is_err() {
@@ -334,8 +353,15 @@ impl Session {
                 let reply = self.blocking_pop(pop, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
+            Ok(Request::Write(
+                c @ (Command::AclSetUser(_) | Command::AclDelUser(_) | Command::AclLoad(_)),
+            )) => {
+                self.finish_slots(stream).await?;
+                let reply = self.acl_write(c).await;
+                self.slots.push(Slot::Ready(reply));
+            }
             Ok(Request::Write(c)) => {
-                let c = self.shared.default_lock_delay(c);
+                let c = self.as_user(self.shared.default_lock_delay(c));
                 if self.slots.iter().any(|s| matches!(s, Slot::Read(..))) {
                     self.finish_slots(stream).await?;
                 }
@@ -343,7 +369,7 @@ impl Session {
                     Command::Publish(p) => Some(p.channel.clone()),
                     _ => None,
                 };
-                let rx = shared.proposer.submit(c);
+                let rx = shared.proposer.submit_as(self.user.clone(), c);
                 self.slots.push(match channel {
                     Some(ch) => Slot::Publish(rx, deadline(), ch, timed),
                     None => Slot::Write(rx, deadline(), timed),
@@ -357,8 +383,8 @@ impl Session {
                 {
                     self.finish_slots(stream).await?;
                 }
-                self.slots
-                    .push(Slot::Read(shared.reader.submit(c), deadline(), timed));
+                let rx = shared.reader.submit_as(self.user.clone(), self.as_user(c));
+                self.slots.push(Slot::Read(rx, deadline(), timed));
             }
             Ok(Request::Conn(ConnCmd::Txn(t))) => {
                 self.finish_slots(stream).await?;
@@ -379,6 +405,11 @@ impl Session {
                     .clients
                     .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.slots.extend(replies.into_iter().map(Slot::Ready));
+            }
+            Ok(Request::Conn(ConnCmd::Acl(c))) => {
+                self.finish_slots(stream).await?;
+                let reply = self.acl_cmd(c).await;
+                self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Conn(ConnCmd::KeyInfo(q))) => {
                 self.finish_slots(stream).await?;
@@ -499,10 +530,11 @@ impl Session {
                     .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.proto = Protocol::Resp2;
                 self.name = None;
-                self.authed = self.shared.requirepass().is_none();
+                self.user = self.shared.initial_user();
                 self.shared.clients.update(self.id, |c| {
                     c.name.clear();
                     c.resp = 2;
+                    c.user = crate::state::acl::DEFAULT_USER.into();
                 });
                 Reply::Simple("RESET".into())
             }
@@ -516,6 +548,7 @@ impl Session {
             ConnCmd::LastSave => Reply::Int(self.shared.started_unix),
             ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
             ConnCmd::PubSub(c) => self.pubsub_info(c),
+            ConnCmd::Acl(c) => self.acl_local(c),
             // Never queued (`refused_inside_multi`); handled in `handle` otherwise.
             ConnCmd::Shutdown | ConnCmd::KeyInfo(_) => {
                 Reply::err("ERR Command not allowed inside a transaction")
@@ -530,7 +563,7 @@ impl Session {
         let live = &self.shared.settings.live;
         (live.slowlog_slower_than.load(Ordering::Relaxed) >= 0).then(|| Timed {
             started: std::time::Instant::now(),
-            argv: argv.to_vec(),
+            argv: cmd::acl::redacted(argv).into_owned(),
         })
     }
 
@@ -567,11 +600,14 @@ impl Session {
         }
     }
 
-    /// One read through the read path (as a client's read: linearizable, forwarded).
+    /// One read through the read path (as a client's read: linearizable, forwarded). It
+    /// serves OBJECT and MEMORY, whose key was checked against the user: the reads they
+    /// make of it are the node's own (a user may run OBJECT on a key without GET).
     async fn read(&self, argv: Vec<Bytes>) -> Reply {
         match cmd::parse(argv) {
             Ok(Request::Read(c)) => {
-                await_read(self.shared.reader.submit(c), self.write_deadline()).await
+                let rx = self.shared.reader.submit(c);
+                await_read(rx, self.write_deadline()).await
             }
             _ => Reply::err("ERR internal: not a read"),
         }
@@ -618,34 +654,14 @@ impl Session {
         }
     }
 
-    fn check_password(&self, user: Option<&[u8]>, pass: &[u8]) -> bool {
-        let user_ok = user.is_none_or(|u| u == b"default");
-        match &self.shared.requirepass() {
-            Some(p) => user_ok && p.as_bytes() == pass,
-            None => user_ok,
-        }
-    }
-
-    fn auth(&mut self, user: Option<Bytes>, pass: Bytes) -> Reply {
-        if user.is_none() && self.shared.requirepass().is_none() {
-            return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-        }
-        if self.check_password(user.as_deref(), &pass) {
-            self.authed = true;
-            Reply::ok()
-        } else {
-            Reply::err("WRONGPASS invalid username-password pair or user is disabled.")
-        }
-    }
-
     fn hello(&mut self, h: Hello) -> Reply {
         if let Some((user, pass)) = &h.auth {
-            if !self.check_password(Some(user), pass) {
-                return Reply::err("WRONGPASS invalid username-password pair or user is disabled.");
+            let reply = self.login(Some(user), pass, "HELLO");
+            if reply.is_error() {
+                return reply;
             }
-            self.authed = true;
         }
-        if !self.authed {
+        if self.user.is_none() {
             return Reply::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
         if let Some(name) = &h.setname {

@@ -95,6 +95,8 @@ pub struct Changes<R> {
     pub script_budget: Option<u64>,
     /// Lock queues and delays to write (`Some`) or delete (`None`).
     pub locks: Vec<(Bytes, Option<LockMeta>)>,
+    /// ACL users to write (`Some`) or delete (`None`), by name.
+    pub users: Vec<(String, Option<super::acl::User>)>,
 }
 
 /// The whole replicated state machine data.
@@ -106,6 +108,8 @@ pub struct Keyspace {
     clock: ClusterClock,
     /// The replicated script cache (SHA1 hex -> body) and budget.
     pub(super) scripts: super::scripts::ScriptCache,
+    /// The replicated ACL users.
+    pub(super) acl: super::acl::Users,
     /// Number of entries with a deadline (expired keys are found by a sweep, not an index:
     /// an index costs a second copy of every lock's key).
     volatile: usize,
@@ -510,6 +514,7 @@ impl Keyspace {
             scripts,
             script_budget,
             locks,
+            users: self.acl.take_changes(),
         }
     }
 
@@ -588,6 +593,7 @@ impl Keyspace {
         self.dirty_fences.clear();
         self.dirty_locks.clear();
         self.scripts.take_changes();
+        self.acl.take_changes();
     }
 
     /// The lock record (queue, lock-delay) of `key`, if it has one.

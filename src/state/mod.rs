@@ -4,6 +4,7 @@
 //! reaches the same state. It knows nothing of the protocol: it returns its own [`Error`],
 //! which `cmd` turns into Redis's reply text.
 
+pub mod acl;
 pub mod clock;
 pub mod keyspace;
 pub mod locks;

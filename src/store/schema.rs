@@ -15,6 +15,9 @@
 //!   of an older build opens with the family created empty, which is its exact state.
 //! - `script`: SHA1 hex of a cached script -> its body; plus the key `#budget` -> u64 BE,
 //!   the script instruction budget (`#` cannot start a hex SHA1).
+//! - `acl`: ACL user name -> postcard [`crate::state::acl::User`] (only users that were
+//!   created or changed: the built-in `default` is not stored until it changes). Added within
+//!   format 2, like `lockq`: an older directory opens with it empty, which is its exact state.
 
 use std::path::Path;
 
@@ -44,11 +47,13 @@ pub const CF_FENCE: &str = "fence";
 /// The replicated script cache (and the script budget).
 pub const CF_SCRIPT: &str = "script";
 pub const CF_LOCK: &str = "lockq";
+/// The replicated ACL users.
+pub const CF_ACL: &str = "acl";
 /// The key of the script budget in [`CF_SCRIPT`].
 pub const K_SCRIPT_BUDGET: &[u8] = b"#budget";
 
 /// Meta keys.
-pub const ALL_CFS: [&str; 6] = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK];
+pub const ALL_CFS: [&str; 7] = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK, CF_ACL];
 
 pub const K_FORMAT: &[u8] = b"format_version";
 /// The persisted node id.

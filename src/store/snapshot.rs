@@ -12,8 +12,10 @@
 //! - records, each a tag byte: `1` = key/value (u32 BE key length, key, u32 BE value length,
 //!   value: the stored postcard [`crate::state::Entry`]), `2` = fence (u32 BE key length, key,
 //!   u64 BE fence), `3` = lock queue (u32 BE key length, key, u32 BE value length, value:
-//!   the stored postcard [`crate::state::LockMeta`]), `0` = end. Format 3 added tag 3; a
-//!   format-2 image (no lock queues) is still read.
+//!   the stored postcard [`crate::state::LockMeta`]), `4` = ACL user (u32 BE name length,
+//!   name, u32 BE value length, value: the stored postcard [`crate::state::acl::User`]),
+//!   `0` = end. Format 3 added tag 3 and format 4 tag 4; format-2 and -3 images (no lock
+//!   queues, no users) are still read.
 
 use std::collections::BTreeMap;
 
@@ -23,12 +25,12 @@ use bytes::Bytes;
 use rocksdb::{IteratorMode, SnapshotWithThreadMode, DB};
 use serde::{Deserialize, Serialize};
 
-use super::schema::{cf, dec, enc, read_err, Result, CF_FENCE, CF_KV, CF_LOCK};
+use super::schema::{cf, dec, enc, read_err, Result, CF_ACL, CF_FENCE, CF_KV, CF_LOCK};
 use crate::raft_types::{LogId, StoredMembership};
 use crate::state::{ClusterClock, Entry, Keyspace};
 
 /// The image format this build writes and reads.
-pub const IMAGE_FORMAT: u32 = 3;
+pub const IMAGE_FORMAT: u32 = 4;
 /// The oldest image format this build reads.
 const OLDEST_IMAGE_FORMAT: u32 = 2;
 
@@ -36,6 +38,7 @@ const TAG_END: u8 = 0;
 const TAG_KV: u8 = 1;
 const TAG_FENCE: u8 = 2;
 const TAG_LOCK: u8 = 3;
+const TAG_USER: u8 = 4;
 
 /// Everything in an image except the keys and fences.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,6 +86,12 @@ pub fn encode(db: &DB, snap: &SnapshotWithThreadMode<'_, DB>, header: &Header) -
     for item in snap.iterator_cf(cf(db, CF_LOCK)?, IteratorMode::Start) {
         let (k, v) = item.map_err(read_err)?;
         out.push(TAG_LOCK);
+        put_bytes(&mut out, &k)?;
+        put_bytes(&mut out, &v)?;
+    }
+    for item in snap.iterator_cf(cf(db, CF_ACL)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(read_err)?;
+        out.push(TAG_USER);
         put_bytes(&mut out, &k)?;
         put_bytes(&mut out, &v)?;
     }
@@ -148,6 +157,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     let mut entries: Vec<(Bytes, Entry)> = Vec::new();
     let mut fences: Vec<(Bytes, u64)> = Vec::new();
     let mut locks = BTreeMap::new();
+    let mut users = BTreeMap::new();
     loop {
         match r.u8()? {
             TAG_END => break,
@@ -164,6 +174,10 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
                 let k = Bytes::copy_from_slice(r.bytes()?);
                 locks.insert(k, dec(r.bytes()?)?);
             }
+            TAG_USER => {
+                let name = String::from_utf8_lossy(r.bytes()?).into_owned();
+                users.insert(name, dec(r.bytes()?)?);
+            }
             t => return Err(corrupt(&format!("unknown record tag {t}"))),
         }
     }
@@ -178,6 +192,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     );
     ks.set_scripts(header.scripts.clone(), header.script_budget);
     ks.set_lock_metas(locks);
+    ks.users_mut().restore(users);
     Ok((header, ks))
 }
 
@@ -235,8 +250,8 @@ mod tests {
         assert_eq!(ks.volatile_len(), 2, "expiry index rebuilt");
     }
 
-    /// The script cache, its budget, hashes and lists (with their field and element order)
-    /// and lock queues survive an image, written to the database the way the state machine
+    /// The script cache, its budget, hashes and lists (with their field and element order),
+    /// lock queues and ACL users survive an image, written to the database the way the state machine
     /// does.
     #[test]
     fn images_carry_scripts_budget_and_collections() {
@@ -263,7 +278,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = super::super::schema::open_db(dir.path()).unwrap();
         let (kv, locks) = (cf(&db, CF_KV).unwrap(), cf(&db, CF_LOCK).unwrap());
+        let rules = [Bytes::from_static(b"on"), Bytes::from_static(b"~lock:*")];
+        let catalog = crate::cmd::acl::TableCatalog;
+        ks.users_mut().set_user("alice", &rules, &catalog).unwrap();
         let changes = ks.take_changes(enc::<Entry>);
+        for (name, u) in changes.users {
+            let acl = cf(&db, CF_ACL).unwrap();
+            db.put_cf(acl, name.as_bytes(), enc(&u.unwrap()).unwrap())
+                .unwrap();
+        }
         for (k, e) in changes.entries {
             db.put_cf(kv, &k, e.unwrap().unwrap()).unwrap();
         }
@@ -278,6 +301,7 @@ mod tests {
         assert_eq!(back.lock_metas(), ks.lock_metas());
         assert_eq!(back.lock_queue(b"q", 1), (1, 0));
         assert_eq!(back.script_budget(), 77);
+        assert_eq!(back.users().get("alice"), ks.users().get("alice"));
         fn bulks(v: &[&'static str]) -> crate::resp::Reply {
             crate::resp::Reply::Array(v.iter().map(|s| crate::resp::Reply::bulk(*s)).collect())
         }

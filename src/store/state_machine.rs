@@ -14,8 +14,8 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use super::schema::{
-    cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, Result, CF_FENCE, CF_KV,
-    CF_LOCK, CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
+    cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, Result, CF_ACL, CF_FENCE,
+    CF_KV, CF_LOCK, CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
 };
 use super::snapshot::{self, Header, IMAGE_FORMAT};
 use crate::cmd::Ctx;
@@ -50,6 +50,22 @@ pub struct SmState {
     /// The grants to queued waiters among `events`, on their own channel: the task that
     /// answers waiters is woken by these only, not by every applied batch.
     pub waiter_grants: tokio::sync::broadcast::Sender<Event>,
+    /// The applied ACL users, republished after every batch that changed them: sessions
+    /// check each command against this copy without taking the state lock.
+    pub acl: AclView,
+}
+
+/// A node's view of the replicated ACL users (see [`SmState::acl`]).
+pub type AclView = tokio::sync::watch::Sender<Arc<crate::state::acl::Users>>;
+
+impl SmState {
+    /// Republishes the users if apply (or an install) changed them.
+    fn publish_users(&self) {
+        let users = self.ks.users();
+        if self.acl.borrow().generation() != users.generation() {
+            self.acl.send_replace(Arc::new(users.clone()));
+        }
+    }
 }
 
 impl Default for SmState {
@@ -63,6 +79,7 @@ impl Default for SmState {
             applied_commands: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
+            acl: AclView::new(Arc::default()),
         }
     }
 }
@@ -129,6 +146,13 @@ impl StateMachine {
             locks.insert(Bytes::from(k.to_vec()), dec(&v)?);
         }
         ks.set_lock_metas(locks);
+        let mut users = BTreeMap::new();
+        for item in db.iterator_cf(cf(&db, CF_ACL)?, IteratorMode::Start) {
+            let (k, v) = item.map_err(read_err)?;
+            users.insert(String::from_utf8_lossy(&k).into_owned(), dec(&v)?);
+        }
+        ks.users_mut().restore(users);
+        let acl = AclView::new(Arc::new(ks.users().clone()));
         let state = SmState {
             ks,
             last_applied: meta.last_applied,
@@ -138,6 +162,7 @@ impl StateMachine {
             applied_commands: 0,
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
+            acl,
         };
         Ok(StateMachine {
             db,
@@ -188,6 +213,13 @@ impl StateMachine {
                 None => wb.delete_cf(locks, &k),
             }
         }
+        let acl = cf(&self.db, CF_ACL)?;
+        for (name, u) in changes.users {
+            match u {
+                Some(u) => wb.put_cf(acl, name.as_bytes(), enc(&u)?),
+                None => wb.delete_cf(acl, name.as_bytes()),
+            }
+        }
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
         // Not synced: the log entries are synced, and the single WAL orders this write after
         // them, so a crash can only lose a suffix that replaying the log restores.
@@ -203,8 +235,9 @@ impl StateMachine {
         );
         let script = cf(&self.db, CF_SCRIPT)?;
         let locks = cf(&self.db, CF_LOCK)?;
+        let acl = cf(&self.db, CF_ACL)?;
         let mut wb = WriteBatch::default();
-        for family in [kv, fence, script, locks] {
+        for family in [kv, fence, script, locks, acl] {
             for item in self.db.iterator_cf(family, IteratorMode::Start) {
                 let (k, _) = item.map_err(read_err)?;
                 wb.delete_cf(family, k);
@@ -221,6 +254,9 @@ impl StateMachine {
         }
         for (k, m) in st.ks.lock_metas() {
             wb.put_cf(locks, k, enc(m)?);
+        }
+        for (name, u) in st.ks.users().stored() {
+            wb.put_cf(acl, name.as_bytes(), enc(u)?);
         }
         let budget = st.ks.script_budget_setting();
         wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
@@ -333,6 +369,7 @@ impl StateMachine {
             }
         }
         self.persist(&mut st)?;
+        st.publish_users();
         for event in st.ks.take_events() {
             // No receiver is normal (nobody subscribed).
             if matches!(
@@ -424,13 +461,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             ));
         }
         let mut st = self.state.write().map_err(|_| poisoned())?;
+        let users_generation = st.ks.users().generation();
         st.ks = ks;
         st.ks.clear_changes();
+        st.ks.users_mut().continue_from(users_generation);
         st.last_applied = meta.last_log_id;
         st.membership = meta.last_membership.clone();
         // State and last_applied in one WriteBatch. openraft cannot purge the log this
         // snapshot covers before this write is done (`LogStore::purge` waits for it).
-        self.rewrite_all(&st)
+        self.rewrite_all(&st)?;
+        st.publish_users();
+        Ok(())
     }
 
     /// The applied state, encoded from a RocksDB snapshot taken under the state lock (so it

@@ -104,6 +104,11 @@ const RECIPES: &[&str] = &[
     "@lock-cancel",
     "@lock-release-token",
     "@lock-purge",
+    "ACL SETUSER alice on >pw ~lock:* %R~r:* &ch +@read -get +config|get",
+    "ACL DELUSER a b",
+    "@acl-load",
+    "@eval-as",
+    "@eval-ro-as",
 ];
 
 fn fixture() -> PathBuf {
@@ -168,6 +173,16 @@ fn command(recipe: &str) -> Command {
             watched: vec![(b("k"), Some(3)), (b("m"), None)],
             cmds: vec![parsed("SET k v"), parsed("GET k")],
         }),
+        "@acl-load" => {
+            let file = "user bob on #0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef ~k* &c -@all +get\nuser default on nopass ~* &* +@all\n";
+            let users = palisade::state::acl::parse_file(file, &palisade::cmd::acl::TableCatalog)
+                .expect("the recipe's ACL file");
+            Command::AclLoad(palisade::cmd::acl::AclLoad {
+                users: users.into_iter().collect(),
+            })
+        }
+        "@eval-as" => palisade::cmd::acl::EvalAs::wrap("alice", parsed("EVAL return(1) 1 k a")),
+        "@eval-ro-as" => palisade::cmd::acl::EvalAs::wrap("bob", parsed("EVAL_RO return(1) 0")),
         line => parsed(line),
     }
 }

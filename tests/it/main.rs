@@ -9,6 +9,7 @@
 
 mod common;
 
+mod acl;
 mod bad_input;
 mod bench;
 mod blpop;

@@ -68,6 +68,7 @@ fn intruder_requests(cluster_id: u64, from: u64, target: u64) -> Vec<(&'static s
             env(PeerRequest::Forward {
                 write: true,
                 cmds: vec![set],
+                users: vec![None],
             }),
         ),
         (

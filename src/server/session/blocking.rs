@@ -47,8 +47,8 @@ impl Session {
         let name = super::stats::stat_name(spec.name, &argv);
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
-            Ok(Request::Write(c)) => Queued::Cmd(self.shared.default_lock_delay(c)),
-            Ok(Request::Read(c)) => Queued::Cmd(c),
+            Ok(Request::Write(c)) => Queued::Cmd(self.as_user(self.shared.default_lock_delay(c))),
+            Ok(Request::Read(c)) => Queued::Cmd(self.as_user(c)),
             Ok(Request::Conn(ConnCmd::Sub(_))) | Ok(Request::Admin(_)) => {
                 self.txn.dirty = true;
                 return Reply::err("ERR Command not allowed inside a transaction");
@@ -85,10 +85,8 @@ impl Session {
     }
 
     async fn watch(&mut self, keys: Vec<Bytes>) -> Reply {
-        let rx = self
-            .shared
-            .reader
-            .submit(Command::Versions(Versions { keys: keys.clone() }));
+        let versions = Command::Versions(Versions { keys: keys.clone() });
+        let rx = self.shared.reader.submit_as(self.user.clone(), versions);
         match await_read(rx, self.write_deadline()).await {
             Reply::Array(versions) if versions.len() == keys.len() => {
                 for (key, v) in keys.into_iter().zip(versions) {
@@ -128,10 +126,19 @@ impl Session {
             let exec = Exec { watched, cmds };
             let read_only = exec.is_read_only();
             let cmd = Command::Exec(exec);
+            let user = self.user.clone();
             if read_only {
-                await_read(self.shared.reader.submit(cmd), self.write_deadline()).await
+                await_read(
+                    self.shared.reader.submit_as(user, cmd),
+                    self.write_deadline(),
+                )
+                .await
             } else {
-                await_write(self.shared.proposer.submit(cmd), self.write_deadline()).await
+                await_write(
+                    self.shared.proposer.submit_as(user, cmd),
+                    self.write_deadline(),
+                )
+                .await
             }
         };
         let mut replies = match replicated {
@@ -175,7 +182,10 @@ impl Session {
         let shared = self.shared.clone();
         let mut blocked = None;
         loop {
-            let rx = self.shared.proposer.submit(Command::BPop(pop.clone()));
+            let rx = self
+                .shared
+                .proposer
+                .submit_as(self.user.clone(), Command::BPop(pop.clone()));
             let reply = await_write(rx, self.write_deadline()).await;
             if !matches!(reply, Reply::NilArray) {
                 return reply;

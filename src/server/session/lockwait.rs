@@ -29,7 +29,9 @@ impl Session {
             _ => None,
         };
         let reply = await_write(
-            shared.proposer.submit(Command::Acquire(lock)),
+            shared
+                .proposer
+                .submit_as(self.user.clone(), Command::Acquire(lock)),
             self.write_deadline(),
         )
         .await;

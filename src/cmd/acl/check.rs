@@ -1,0 +1,312 @@
+//! The permission check's view of the command table: each command's categories (Redis's,
+//! from the table's groups and flags, plus `@palisade`), the keys and channels a command line
+//! names and the access each key needs, and Redis's refusal texts.
+
+use bytes::Bytes;
+
+use crate::cmd::registry::{lookup, table, Spec, PALISADE_GROUP};
+use crate::resp::args::parse_i64;
+use crate::resp::Reply;
+use crate::state::acl::{Access, Catalog, Denied, Subject, User};
+
+/// Every category `ACL CAT` lists: Redis 7's, then Palisade's own.
+pub const CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+    PALISADE_GROUP,
+];
+
+/// The subcommands of container commands (`+config|get` names one of these).
+const SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "acl",
+        &[
+            "cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log",
+            "save", "setuser", "users", "whoami",
+        ],
+    ),
+    (
+        "client",
+        &[
+            "getname", "help", "id", "info", "list", "setinfo", "setname",
+        ],
+    ),
+    (
+        "command",
+        &["count", "docs", "getkeys", "help", "info", "list"],
+    ),
+    ("config", &["get", "help", "resetstat", "rewrite", "set"]),
+    (
+        "latency",
+        &["doctor", "help", "histogram", "latest", "reset"],
+    ),
+    ("memory", &["help", "purge", "usage"]),
+    (
+        "object",
+        &["encoding", "freq", "help", "idletime", "refcount"],
+    ),
+    (
+        "pubsub",
+        &[
+            "channels",
+            "help",
+            "numpat",
+            "numsub",
+            "shardchannels",
+            "shardnumsub",
+        ],
+    ),
+    // BUDGET is Palisade's own.
+    ("script", &["budget", "exists", "flush", "help", "load"]),
+    ("slowlog", &["get", "help", "len", "reset"]),
+];
+
+/// The command table as the rule parser sees it.
+pub struct TableCatalog;
+
+impl Catalog for TableCatalog {
+    fn has_command(&self, name: &str) -> bool {
+        lookup(name).is_some()
+    }
+
+    fn subcommands(&self, name: &str) -> Option<&'static [&'static str]> {
+        subcommands(name)
+    }
+
+    fn has_category(&self, name: &str) -> bool {
+        CATEGORIES.contains(&name)
+    }
+}
+
+pub(super) fn subcommands(name: &str) -> Option<&'static [&'static str]> {
+    SUBCOMMANDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+}
+
+/// The categories of a command, or of its subcommand (`sub`, lower-case) for containers.
+pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
+    let flag = |f: &str| spec.flags.contains(&f);
+    let mut c = Vec::new();
+    let mut add = |cat: &'static str| {
+        if !c.contains(&cat) {
+            c.push(cat);
+        }
+    };
+    match spec.group {
+        "string" => add("string"),
+        "list" => add("list"),
+        "hash" => add("hash"),
+        "generic" => add("keyspace"),
+        "connection" => add("connection"),
+        "transactions" => add("transaction"),
+        "scripting" => add("scripting"),
+        "pubsub" => add("pubsub"),
+        PALISADE_GROUP => add(PALISADE_GROUP),
+        _ => {}
+    }
+    if flag("write") {
+        add("write");
+    }
+    if flag("readonly") {
+        add("read");
+    }
+    if flag("pubsub") {
+        add("pubsub");
+    }
+    if flag("blocking") {
+        add("blocking");
+    }
+    if dangerous(spec.name, sub) || flag("admin") {
+        for cat in ["admin", "dangerous"] {
+            add(cat);
+        }
+    }
+    if matches!(spec.name, "keys" | "info" | "swapdb") {
+        add("dangerous");
+    }
+    add(if flag("fast") { "fast" } else { "slow" });
+    c
+}
+
+/// The admin commands (or subcommands) Redis puts in `@admin` and `@dangerous`.
+fn dangerous(name: &str, sub: Option<&str>) -> bool {
+    match name {
+        "config" | "shutdown" | "slowlog" | "latency" => true,
+        "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
+        "client" => matches!(sub, Some("list")),
+        _ => false,
+    }
+}
+
+/// Which access a command needs to its keys: Redis's key-spec flags, reduced to whether the
+/// value is read (`ACCESS`) and whether the key changes (`INSERT`, `UPDATE`, `DELETE`).
+pub(super) fn key_access(spec: &Spec) -> Access {
+    let write = spec.flags.contains(&"write");
+    let read = match spec.name {
+        // Changes without reading the value.
+        "set" | "setnx" | "setex" | "psetex" | "del" | "unlink" | "expire" | "pexpire"
+        | "expireat" | "pexpireat" | "persist" | "lpush" | "rpush" | "lpushx" | "rpushx"
+        | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" => false,
+        // Metadata only.
+        "exists" | "type" | "watch" | "object" | "memory" => false,
+        _ => true,
+    };
+    Access { read, write }
+}
+
+/// The keys a command line names, from the table's key positions (EVAL's from `numkeys`).
+fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
+    if spec.name.starts_with("eval") {
+        let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
+    }
+    // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
+    if matches!(spec.name, "object" | "memory") {
+        return argv.get(2).map(|k| k.as_ref()).into_iter().collect();
+    }
+    if spec.first_key <= 0 {
+        return Vec::new();
+    }
+    let argc = argv.len() as i32;
+    let last = if spec.last_key < 0 {
+        argc + spec.last_key
+    } else {
+        spec.last_key.min(argc - 1)
+    };
+    let step = spec.step.max(1) as usize;
+    (spec.first_key..=last)
+        .step_by(step)
+        .filter_map(|i| argv.get(i as usize).map(|k| k.as_ref()))
+        .collect()
+}
+
+/// The channels a command line names, and whether they are patterns.
+fn channels<'a>(name: &str, argv: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
+    match name {
+        "subscribe" => argv[1..].iter().map(|c| (c.as_ref(), false)).collect(),
+        "psubscribe" => argv[1..].iter().map(|c| (c.as_ref(), true)).collect(),
+        "publish" => argv
+            .get(1)
+            .map(|c| (c.as_ref(), false))
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The first argument of a command line, lower-case (a subcommand or a first argument).
+pub fn first_arg(argv: &[Bytes]) -> Option<String> {
+    argv.get(1)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+}
+
+/// What the permission check sees of a command line (`sub` from [`first_arg`]).
+pub fn subject<'a>(spec: &'a Spec, sub: Option<&'a str>, argv: &'a [Bytes]) -> Subject<'a> {
+    let access = key_access(spec);
+    let container_sub = sub.filter(|_| subcommands(spec.name).is_some());
+    Subject {
+        name: spec.name,
+        sub,
+        categories: categories(spec, container_sub),
+        keys: keys(spec, argv).into_iter().map(|k| (k, access)).collect(),
+        channels: channels(spec.name, argv),
+    }
+}
+
+/// Checks a command line against a user.
+pub fn check(user: &User, spec: &Spec, argv: &[Bytes]) -> Result<(), Denied> {
+    let sub = first_arg(argv);
+    user.check(&subject(spec, sub.as_deref(), argv))
+}
+
+/// True for a user that may run anything (the built-in `default`): its commands need no check.
+pub fn unrestricted(user: &User) -> bool {
+    user.all_commands
+        && user.rules.is_empty()
+        && user.channels.iter().any(|c| c.as_ref() == b"*")
+        && user
+            .keys
+            .iter()
+            .any(|k| k.read && k.write && k.pattern.as_ref() == b"*")
+}
+
+/// The name Redis gives a command in NOPERM texts: `acl|log` for a subcommand.
+pub fn full_name(spec: &Spec, argv: &[Bytes]) -> String {
+    match (subcommands(spec.name), first_arg(argv)) {
+        (Some(subs), Some(sub)) if subs.contains(&sub.as_str()) => {
+            format!("{}|{sub}", spec.name)
+        }
+        _ => spec.name.to_string(),
+    }
+}
+
+/// Redis's reply to a command the user may not run.
+pub fn noperm(denied: Denied, name: &str) -> Reply {
+    Reply::err(match denied {
+        Denied::Command => {
+            format!("NOPERM this user has no permissions to run the '{name}' command")
+        }
+        Denied::Key(_) => {
+            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
+        }
+        Denied::Channel(_) => {
+            "NOPERM this user has no permissions to access one of the channels used as arguments"
+                .into()
+        }
+    })
+}
+
+/// Redis's script error for a `redis.call` the user may not run.
+pub fn script_denied(denied: Denied) -> Reply {
+    Reply::err(match denied {
+        Denied::Command => {
+            "ERR The user executing the script can't run this command or subcommand"
+        }
+        Denied::Key(_) => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+        Denied::Channel(_) => {
+            "ERR The user executing the script can't publish to the channel mentioned in the command"
+        }
+    })
+}
+
+/// ACL CAT category: the commands in it, in table order; None for an unknown category.
+pub fn category_commands(cat: &str) -> Option<Vec<&'static str>> {
+    if !CATEGORIES.contains(&cat) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for spec in table() {
+        if categories(spec, None).contains(&cat) {
+            out.push(spec.name);
+        }
+        if let Some(subs) = subcommands(spec.name) {
+            for sub in subs {
+                if categories(spec, Some(sub)).contains(&cat) && !out.contains(&spec.name) {
+                    out.push(spec.name);
+                }
+            }
+        }
+    }
+    Some(out)
+}
