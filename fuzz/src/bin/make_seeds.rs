@@ -7,6 +7,9 @@
 
 use std::path::Path;
 
+// Links the C++ runtime that the prebuilt RocksDB needs (see build.rs).
+extern crate palisade_fuzz;
+
 use bytes::Bytes;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest};
 use openraft::EntryPayload;
