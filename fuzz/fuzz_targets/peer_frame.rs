@@ -4,11 +4,14 @@
 //! allocation; a frame that decodes must encode again, and that encoding must decode to
 //! the same encoding (so the two sides can never disagree about a frame's meaning).
 //!
-//! The first byte picks the decoder (even: request, odd: response).
+//! Decoding runs on a thread with a tokio worker's stack (2 MiB), so that deep nesting
+//! overflows here if it would in the server. The first byte picks the decoder (even:
+//! request, odd: response).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use palisade::raft::protocol::{Envelope, PeerResponse};
+use palisade_fuzz::on_server_stack;
 use serde::{de::DeserializeOwned, Serialize};
 
 fn round_trip<T: Serialize + DeserializeOwned>(frame: &[u8]) {
@@ -25,9 +28,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, frame)) = data.split_first() else {
         return;
     };
-    if which % 2 == 0 {
-        round_trip::<Envelope>(frame);
-    } else {
-        round_trip::<PeerResponse>(frame);
-    }
+    on_server_stack(|| {
+        if which % 2 == 0 {
+            round_trip::<Envelope>(frame);
+        } else {
+            round_trip::<PeerResponse>(frame);
+        }
+    });
 });

@@ -110,7 +110,10 @@ fuzz_target!(|data: &[u8]| {
         let n = whole.requests.len();
         assert_eq!(authed.requests.get(..n), Some(&whole.requests[..]));
         if !is_unauth_error(&whole.end) {
-            assert_eq!(authed, whole, "the unauthenticated limits changed more than they cut");
+            assert_eq!(
+                authed, whole,
+                "the unauthenticated limits changed more than they cut"
+            );
         }
     }
 

@@ -135,3 +135,22 @@ pub fn check_reference() {
         );
     }
 }
+
+/// The stack of a tokio worker thread (tokio's default), where the server decodes peer
+/// frames and snapshot images.
+pub const SERVER_STACK: usize = 2 * 1024 * 1024;
+
+/// Runs `f` on a thread with a server thread's stack, so that deep recursion overflows here
+/// when it would in the server (libFuzzer's own thread has 8 MiB). A panic is raised again.
+pub fn on_server_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .stack_size(SERVER_STACK)
+            .spawn_scoped(scope, f)
+            .expect("spawn a decoding thread");
+        match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}

@@ -87,7 +87,11 @@ fn snapshot_seeds(dir: &Path) {
     };
     write(dir, "image", &encode(&db, &db.snapshot(), &header).unwrap());
     let empty = open_db(&db_dir.join("empty")).unwrap();
-    write(dir, "empty", &encode(&empty, &empty.snapshot(), &header).unwrap());
+    write(
+        dir,
+        "empty",
+        &encode(&empty, &empty.snapshot(), &header).unwrap(),
+    );
     drop((db, empty));
     let _ = std::fs::remove_dir_all(&db_dir);
 }
@@ -166,7 +170,10 @@ fn peer_seeds(dir: &Path) {
                 cmds: vec![command("INCR n"), command("HSET h f v"), command("GET k")],
             },
         ),
-        ("admin", PeerRequest::Admin(argv("RAFT.NODE ADD 4 127.0.0.1:16400"))),
+        (
+            "admin",
+            PeerRequest::Admin(argv("RAFT.NODE ADD 4 127.0.0.1:16400")),
+        ),
     ];
     for (name, body) in requests {
         write(dir, &format!("req_{name}"), &envelope(body));
@@ -179,8 +186,14 @@ fn peer_seeds(dir: &Path) {
         Reply::Array(vec![Reply::bulk("a")]),
     ];
     let responses = [
-        ("append", PeerResponse::Append(Ok(AppendEntriesResponse::Success))),
-        ("append_err", PeerResponse::Append(Err("shutting down".into()))),
+        (
+            "append",
+            PeerResponse::Append(Ok(AppendEntriesResponse::Success)),
+        ),
+        (
+            "append_err",
+            PeerResponse::Append(Err("shutting down".into())),
+        ),
         ("opened", PeerResponse::StreamOpened),
         ("chunk", PeerResponse::SnapshotChunk),
         ("forward", PeerResponse::Forward(replies)),
@@ -193,7 +206,9 @@ fn peer_seeds(dir: &Path) {
 }
 
 fn main() {
-    let corpus = std::env::args().nth(1).expect("usage: make_seeds CORPUS_DIR");
+    let corpus = std::env::args()
+        .nth(1)
+        .expect("usage: make_seeds CORPUS_DIR");
     let corpus = Path::new(&corpus);
     snapshot_seeds(&corpus.join("snapshot"));
     peer_seeds(&corpus.join("peer_frame"));
