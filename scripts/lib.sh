@@ -262,7 +262,9 @@ fuzz_run() {
     fuzz_summary "$target" "$out" "$rc"
     if [[ "$rc" -ne 0 ]]; then
         # The crash report: the input's path, the panic or sanitizer report, the stack.
-        grep -E -A40 'panicked at|ERROR: (libFuzzer|AddressSanitizer)|SUMMARY|Test unit written' "$out" |
+        # (The symbolizer's complaints about the sanitized build's line tables are noise.)
+        grep -v 'address range table at offset' "$out" |
+            grep -E -A30 'panicked at|ERROR: (libFuzzer|AddressSanitizer)|SUMMARY|Test unit written' |
             head -n 80 >&2 || tail -n 40 "$out" >&2
         log "full log: $out; reproduce with: scripts/fuzz.sh reproduce $target <input>"
     fi
