@@ -40,7 +40,7 @@ fn keyspace() -> Keyspace {
     ks
 }
 
-fuzz_target!(|data: &[u8]| on_server_stack(|| run_twice(data)));
+fuzz_target!(|data: &[u8]| on_server_stack(data, run_twice));
 
 /// Runs the script twice with write access (on equal keyspaces) and once read-only.
 fn run_twice(data: &[u8]) {

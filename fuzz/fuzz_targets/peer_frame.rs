@@ -28,11 +28,9 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, frame)) = data.split_first() else {
         return;
     };
-    on_server_stack(|| {
-        if which % 2 == 0 {
-            round_trip::<Envelope>(frame);
-        } else {
-            round_trip::<PeerResponse>(frame);
-        }
-    });
+    if which % 2 == 0 {
+        on_server_stack(frame, round_trip::<Envelope>);
+    } else {
+        on_server_stack(frame, round_trip::<PeerResponse>);
+    }
 });

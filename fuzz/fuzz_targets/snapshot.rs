@@ -9,12 +9,12 @@ use libfuzzer_sys::fuzz_target;
 use palisade::store::snapshot::decode;
 use palisade_fuzz::on_server_stack;
 
-fuzz_target!(|data: &[u8]| {
-    on_server_stack(|| {
-        if let Ok((header, ks)) = decode(data) {
-            assert_eq!(ks.revision(), header.revision);
-            assert_eq!(ks.script_budget_setting(), header.script_budget);
-            assert_eq!(ks.scripts(), &header.scripts);
-        }
-    });
-});
+fuzz_target!(|data: &[u8]| on_server_stack(data, check));
+
+fn check(data: &[u8]) {
+    if let Ok((header, ks)) = decode(data) {
+        assert_eq!(ks.revision(), header.revision);
+        assert_eq!(ks.script_budget_setting(), header.script_budget);
+        assert_eq!(ks.scripts(), &header.scripts);
+    }
+}

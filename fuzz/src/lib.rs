@@ -1,5 +1,8 @@
 //! Helpers shared by the fuzz targets: a reference glob matcher that is slow but plainly
-//! right, and the checks every target runs on the answers it gets.
+//! right, and a thread with a server thread's stack to run decoders on.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{mpsc, Mutex, OnceLock};
 
 /// One element of a glob pattern, tokenized the way Redis 7's `stringmatchlen` reads it.
 #[derive(Debug)]
@@ -137,20 +140,39 @@ pub fn check_reference() {
 }
 
 /// The stack of a tokio worker thread (tokio's default), where the server decodes peer
-/// frames and snapshot images.
+/// frames and snapshot images and applies scripts.
 pub const SERVER_STACK: usize = 2 * 1024 * 1024;
 
-/// Runs `f` on a thread with a server thread's stack, so that deep recursion overflows here
-/// when it would in the server (libFuzzer's own thread has 8 MiB). A panic is raised again.
-pub fn on_server_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
+/// One input for the worker, and where its outcome goes.
+type Job = (Vec<u8>, fn(&[u8]), mpsc::Sender<std::thread::Result<()>>);
+
+/// Runs `check(data)` on a thread with a server thread's stack, so that deep recursion
+/// overflows here when it would in the server (libFuzzer's own thread has 8 MiB). A panic is
+/// raised again on the caller's thread. The thread is started once and reused: a new thread
+/// per input would cost more than most inputs.
+pub fn on_server_stack(data: &[u8], check: fn(&[u8])) {
+    static WORKER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let worker = WORKER.get_or_init(|| {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("server-stack".into())
             .stack_size(SERVER_STACK)
-            .spawn_scoped(scope, f)
-            .expect("spawn a decoding thread");
-        match worker.join() {
-            Ok(r) => r,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
+            .spawn(move || {
+                for (input, check, done) in queue {
+                    let outcome = panic::catch_unwind(AssertUnwindSafe(|| check(&input)));
+                    let _ = done.send(outcome);
+                }
+            })
+            .expect("start the server-stack thread");
+        Mutex::new(jobs)
+    });
+    let (done, outcome) = mpsc::channel();
+    let sent = worker
+        .lock()
+        .expect("the worker queue")
+        .send((data.to_vec(), check, done));
+    sent.expect("the server-stack thread is running");
+    if let Err(panic) = outcome.recv().expect("the server-stack thread answers") {
+        panic::resume_unwind(panic);
+    }
 }
