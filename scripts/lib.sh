@@ -131,11 +131,12 @@ ensure_rust_components() {
     done
 }
 
-# has_cargo_subcommand rustfmt|clippy: true if `cargo fmt` / `cargo clippy` works.
+# has_cargo_subcommand rustfmt|clippy|fuzz: true if `cargo fmt` / `clippy` / `fuzz` works.
 has_cargo_subcommand() {
     case "$1" in
     rustfmt) cargo fmt --version >/dev/null 2>&1 ;;
     clippy) cargo clippy --version >/dev/null 2>&1 ;;
+    fuzz) cargo fuzz --version >/dev/null 2>&1 ;;
     *) return 1 ;;
     esac
 }
@@ -187,4 +188,97 @@ report() {
         printf '    %s\n' "$line" >&2
     done
     printf '    %-8s %8s\n' total "$(fmt_secs $((SECONDS - PHASES_STARTED)))" >&2
+}
+
+# --- fuzzing (scripts/fuzz.sh, and the short run in scripts/check.sh) --------------------
+
+# The cargo-fuzz targets in fuzz/ (docs/fuzzing.md).
+# shellcheck disable=SC2034  # used by the scripts that source this file
+FUZZ_TARGETS=(resp_parse glob snapshot peer_frame lua)
+
+# cargo-fuzz, the libFuzzer driver. It needs nightly features; fuzz_env enables them on the
+# stable toolchain.
+ensure_cargo_fuzz() {
+    if ! has_cargo_subcommand fuzz; then
+        log "installing cargo-fuzz (cargo install cargo-fuzz --locked)"
+        cargo install cargo-fuzz --locked || die "cargo install cargo-fuzz failed"
+    fi
+}
+
+# The newest file matching a glob, or nothing.
+newest() {
+    # shellcheck disable=SC2012  # build directories have plain names
+    ls -t "$@" 2>/dev/null | head -n 1
+}
+
+# fuzz_env: the environment of every fuzz build. The fuzz build has its own RUSTFLAGS
+# (coverage, AddressSanitizer), which would make cargo compile RocksDB's C++ again (about
+# 20 minutes on 2 cores): instead it links the static librocksdb.a that the release build
+# produced (librocksdb-sys reads ROCKSDB_LIB_DIR and ROCKSDB_STATIC), and jemalloc's static
+# library likewise (tikv-jemalloc-sys reads JEMALLOC_OVERRIDE). lz4 and Lua are small C
+# libraries and are compiled again. The fuzz build's own target directory sits under the
+# main one, so it stays warm between runs and between clones.
+fuzz_env() {
+    local rocksdb jemalloc
+    rocksdb="$(newest "$CARGO_TARGET_DIR"/release/build/librocksdb-sys-*/out/librocksdb.a)"
+    [[ -n "$rocksdb" ]] ||
+        die "no librocksdb.a under $CARGO_TARGET_DIR/release/build: the fuzz build links the RocksDB of the release build; run 'cargo build --release' first (with the same CARGO_TARGET_DIR)"
+    export ROCKSDB_LIB_DIR="${rocksdb%/*}" ROCKSDB_STATIC=1
+    jemalloc="$(newest "$CARGO_TARGET_DIR"/release/build/tikv-jemalloc-sys-*/out/lib/libjemalloc_pic.a)"
+    if [[ -n "$jemalloc" ]]; then
+        export JEMALLOC_OVERRIDE="$jemalloc"
+    else
+        log "no libjemalloc_pic.a from the release build; the fuzz build compiles jemalloc (a few minutes)"
+    fi
+    # cargo-fuzz passes nightly-only flags (-Z, sanitizers) to rustc.
+    export RUSTC_BOOTSTRAP=1
+    FUZZ_TARGET_DIR="$CARGO_TARGET_DIR/fuzz"
+}
+
+# fuzz_build: builds every target (AddressSanitizer, debug assertions and overflow checks
+# on, optimized).
+fuzz_build() {
+    fuzz_env
+    log "fuzz build: ROCKSDB_LIB_DIR=$ROCKSDB_LIB_DIR, target dir $FUZZ_TARGET_DIR"
+    (cd "$ROOT" && cargo fuzz build --debug-assertions --target-dir "$FUZZ_TARGET_DIR")
+}
+
+# fuzz_run TARGET SECONDS: fuzzes one target, seeded from the committed fuzz/corpus/TARGET
+# (never written to) and the target's working corpus under the fuzz target dir (new inputs
+# go there). A crash, panic, leak, timeout (10 s for one input) or out-of-memory input
+# (2 GiB RSS, or one allocation over 512 MiB) fails it, and the input is saved under
+# fuzz/artifacts/TARGET/. Prints one line: executions, exec/s, coverage, corpus, result.
+fuzz_run() {
+    local target="$1" secs="$2" work out rc=0 dict=()
+    fuzz_env
+    work="$FUZZ_TARGET_DIR/corpus/$target"
+    out="$FUZZ_TARGET_DIR/logs/$target.log"
+    mkdir -p "$work" "${out%/*}" "$ROOT/fuzz/artifacts/$target"
+    [[ -f "$ROOT/fuzz/dict/$target.dict" ]] && dict=("-dict=$ROOT/fuzz/dict/$target.dict")
+    (cd "$ROOT" && cargo fuzz run --debug-assertions --target-dir "$FUZZ_TARGET_DIR" \
+        "$target" "$work" "fuzz/corpus/$target" -- \
+        -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+        -print_final_stats=1 "${dict[@]}") >"$out" 2>&1 || rc=$?
+    fuzz_summary "$target" "$out" "$rc"
+    if [[ "$rc" -ne 0 ]]; then
+        # The crash report: the input's path, the panic or sanitizer report, the stack.
+        # (The symbolizer's complaints about the sanitized build's line tables are noise.)
+        grep -v 'address range table at offset' "$out" |
+            grep -E -A30 'panicked at|ERROR: (libFuzzer|AddressSanitizer)|SUMMARY|Test unit written' |
+            head -n 80 >&2 || tail -n 40 "$out" >&2
+        log "full log: $out; reproduce with: scripts/fuzz.sh reproduce $target <input>"
+    fi
+    return "$rc"
+}
+
+# fuzz_summary TARGET LOG RC: the one-line result of a run, from libFuzzer's final stats.
+fuzz_summary() {
+    awk -v target="$1" -v rc="$3" '
+        /^stat::number_of_executed_units:/ { execs = $2 }
+        /^stat::average_exec_per_sec:/ { rate = $2 }
+        /^stat::peak_rss_mb:/ { rss = $2 }
+        / cov: / { for (i = 1; i <= NF; i++) { if ($i == "cov:") cov = $(i+1); if ($i == "corp:") corp = $(i+1) } }
+        END { printf "fuzz %-10s %10d execs %7d exec/s  cov %5d  corpus %-5s rss %4d MB  %s\n",
+              target, execs, rate, cov, corp, rss, (rc == 0 ? "ok" : "CRASH (exit " rc ")") }
+    ' "$2" >&2
 }

@@ -5,8 +5,9 @@
 #   scripts/test.sh fenced           extra arguments go to `cargo test` (here: a name filter)
 #
 # Installs, only when missing: clang and libclang-dev (RocksDB's bindings), redis-server and
-# redis-tools (the differential tests compare against a real Redis), python3, and the rustfmt
-# and clippy components. Packages come from apt-get, as root or through sudo.
+# redis-tools (the differential tests compare against a real Redis), python3, the rustfmt
+# and clippy components, and cargo-fuzz (`cargo install`, for the short fuzz run). Packages
+# come from apt-get, as root or through sudo.
 #
 # .ci/run calls this script; CI runs it as root on a clean clone, with CI=true and no stdin.
 set -euo pipefail
@@ -19,6 +20,8 @@ install_test_deps() {
     ensure_redis
     ensure_python
     ensure_rust_components
+    # The short fuzz run in scripts/check.sh (skipped, and not installed, with PALISADE_FUZZ=0).
+    [[ "${PALISADE_FUZZ:-1}" == 0 ]] || ensure_cargo_fuzz
 }
 
 phase deps install_test_deps

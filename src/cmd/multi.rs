@@ -105,7 +105,9 @@ fn version(ks: &Keyspace, key: &[u8], now: u64) -> Option<u64> {
 pub struct Exec {
     /// Key and version (None: the key did not exist).
     pub watched: Vec<(Bytes, Option<u64>)>,
-    /// The commands, in queue order.
+    /// The commands, in queue order. An EXEC inside an EXEC only arrives from a peer or a
+    /// corrupt disk; its depth is bounded on decode (`resp::nesting`).
+    #[serde(deserialize_with = "crate::resp::nesting::nested")]
     pub cmds: Vec<Command>,
 }
 

@@ -17,7 +17,8 @@ pub enum Protocol {
     Resp3,
 }
 
-/// A reply to one command, independent of the wire protocol.
+/// A reply to one command, independent of the wire protocol. Decoding bounds how deeply
+/// replies nest ([`super::nesting`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     /// `+text`.
@@ -33,17 +34,17 @@ pub enum Reply {
     /// A null array: `*-1` in RESP2, `_` in RESP3.
     NilArray,
     /// `*n` followed by the elements.
-    Array(Vec<Reply>),
+    Array(#[serde(deserialize_with = "super::nesting::nested")] Vec<Reply>),
     /// `%n` in RESP3; a flat key/value array in RESP2.
-    Map(Vec<(Reply, Reply)>),
+    Map(#[serde(deserialize_with = "super::nesting::nested")] Vec<(Reply, Reply)>),
     /// `~n` in RESP3; an array in RESP2.
-    Set(Vec<Reply>),
+    Set(#[serde(deserialize_with = "super::nesting::nested")] Vec<Reply>),
     /// `#t`/`#f` in RESP3; `:1`/`:0` in RESP2.
     Bool(bool),
     /// `=len\r\ntxt:...` in RESP3; a bulk string in RESP2.
     Verbatim(String),
     /// An out-of-band push (pub/sub messages): `>n` in RESP3, `*n` in RESP2.
-    Push(Vec<Reply>),
+    Push(#[serde(deserialize_with = "super::nesting::nested")] Vec<Reply>),
 }
 
 impl Reply {

@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod frame;
+pub mod nesting;
 pub mod parse;
 
 pub use args::Args;
