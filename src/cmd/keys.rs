@@ -85,13 +85,11 @@ impl Keys {
         let all = self.pattern.as_ref() == b"*";
         let mut out = Vec::new();
         let mut last: Option<&Bytes> = None;
-        let mut seen = 0;
-        for (k, _) in ks.live_keys_after(after, now) {
+        for (seen, (k, _)) in ks.live_keys_after(after, now).enumerate() {
             if seen == limit {
                 // More follow: resume after the last key looked at.
                 return (out, last.cloned());
             }
-            seen += 1;
             last = Some(k);
             if all || pattern::matches(&self.pattern, k) {
                 out.push(Reply::Bulk(k.clone()));

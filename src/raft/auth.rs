@@ -277,7 +277,7 @@ impl PeerAuth {
         // The whole frame must be a hello: an envelope sent without a handshake must not
         // pass for one because its first bytes happen to decode.
         let hello: Hello = match postcard::take_from_bytes(&first) {
-            Ok((h, rest)) if rest.is_empty() => h,
+            Ok((h, [])) => h,
             _ => {
                 // Every peer frame since version 1 starts with the sender's version.
                 return Err(match postcard::take_from_bytes::<u32>(&first) {
