@@ -159,3 +159,23 @@ impl Replicated for Exec {
         Reply::Array(self.cmds.iter().map(|c| c.query(ks, now)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Command;
+
+    /// Decoding bounds how deeply EXECs nest (`resp::nesting`): 100,000 EXECs inside each
+    /// other, as a forwarded frame could hold them, overflowed the stack.
+    #[test]
+    fn deeply_nested_transactions_are_refused() {
+        // Tag 34 (Exec), no watched keys, one command; the innermost EXEC is empty.
+        let mut frame = [34u8, 0, 1].repeat(100_000);
+        frame.extend([34, 0, 0]);
+        assert!(postcard::from_bytes::<Command>(&frame).is_err());
+        let shallow = [34u8, 0, 1, 34, 0, 0];
+        assert!(matches!(
+            postcard::from_bytes::<Command>(&shallow),
+            Ok(Command::Exec(_))
+        ));
+    }
+}

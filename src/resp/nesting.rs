@@ -50,7 +50,6 @@ pub fn nested<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::Command;
     use crate::resp::Reply;
 
     /// `n` arrays, each holding the next, around a nil.
@@ -91,20 +90,5 @@ mod tests {
         });
         let over = postcard::to_allocvec(&map).unwrap();
         assert!(postcard::from_bytes::<Reply>(&over).is_err());
-    }
-
-    /// The same for commands: an EXEC inside an EXEC inside..., as a forwarded frame or a
-    /// log entry could hold it.
-    #[test]
-    fn deeply_nested_transactions_are_refused() {
-        // Tag 34 (Exec), no watched keys, one command; the innermost EXEC is empty.
-        let mut frame = [34u8, 0, 1].repeat(100_000);
-        frame.extend([34, 0, 0]);
-        assert!(postcard::from_bytes::<Command>(&frame).is_err());
-        let shallow = [34u8, 0, 1, 34, 0, 0];
-        assert!(matches!(
-            postcard::from_bytes::<Command>(&shallow),
-            Ok(Command::Exec(_))
-        ));
     }
 }
