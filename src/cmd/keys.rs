@@ -231,7 +231,11 @@ impl Scan {
                 return (out, None, visited);
             };
             visited += 1;
-            let by_pattern = self.pattern.as_ref().is_none_or(|p| pattern::matches(p, k));
+            // A lone `*` is no filter, as in Redis (the matcher alone would skip the empty key).
+            let by_pattern = self
+                .pattern
+                .as_ref()
+                .is_none_or(|p| p.as_ref() == b"*" || pattern::matches(p, k));
             let by_type = self
                 .type_name
                 .as_deref()

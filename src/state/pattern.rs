@@ -11,6 +11,11 @@
 
 /// True when `s` matches the Redis glob `pat`.
 pub fn matches(pat: &[u8], s: &[u8]) -> bool {
+    // Redis's quirk: its matcher's loop never starts on an empty string, so only the empty
+    // pattern matches one (not even `*`; KEYS and SCAN treat a lone `*` as "everything").
+    if s.is_empty() {
+        return pat.is_empty();
+    }
     let (mut p, mut i) = (0, 0);
     // After the last `*` seen: where the pattern resumes, and where in `s` that try began.
     let mut star: Option<(usize, usize)> = None;
@@ -100,6 +105,14 @@ mod tests {
     /// Redis's recursive matcher, step for step (exponential, so only for tiny inputs): the
     /// reference the bounded matcher must agree with.
     fn reference(pat: &[u8], s: &[u8]) -> bool {
+        // Redis's loop runs only while both pattern and string remain.
+        if s.is_empty() {
+            return pat.is_empty();
+        }
+        reference_from(pat, s)
+    }
+
+    fn reference_from(pat: &[u8], s: &[u8]) -> bool {
         let (mut p, mut i) = (0usize, 0usize);
         while p < pat.len() && i <= s.len() {
             match pat[p] {
@@ -110,7 +123,8 @@ mod tests {
                     if p + 1 == pat.len() {
                         return true;
                     }
-                    return (i..=s.len()).any(|k| reference(&pat[p + 1..], &s[k..]));
+                    // Redis tries the rest only where some string remains.
+                    return (i..s.len()).any(|k| reference_from(&pat[p + 1..], &s[k..]));
                 }
                 _ if i == s.len() => return false,
                 b'?' => {}
