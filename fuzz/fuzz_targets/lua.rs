@@ -55,6 +55,7 @@ fn run_twice(data: &[u8]) {
         args,
         now: NOW,
         budget: BUDGET,
+        user: None,
     };
     let mut first = keyspace();
     first.bump_revision();

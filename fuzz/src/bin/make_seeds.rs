@@ -168,6 +168,7 @@ fn peer_seeds(dir: &Path) {
             PeerRequest::Forward {
                 write: true,
                 cmds: vec![command("INCR n"), command("HSET h f v"), command("GET k")],
+                users: vec![None, Some("locker".into()), None],
             },
         ),
         (
