@@ -5,11 +5,13 @@
 //! the same encoding (so the two sides can never disagree about a frame's meaning).
 //!
 //! Decoding runs on a thread with a tokio worker's stack (2 MiB), so that deep nesting
-//! overflows here if it would in the server. The first byte picks the decoder (even:
-//! request, odd: response).
+//! overflows here if it would in the server. The first byte picks the decoder (modulo 4:
+//! request, response, and the handshake's two frame types, `Hello` and `Handshake`, which
+//! a node reads from anyone before it knows who they are).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use palisade::raft::auth::{Handshake, Hello};
 use palisade::raft::protocol::{Envelope, PeerResponse};
 use palisade_fuzz::on_server_stack;
 use serde::{de::DeserializeOwned, Serialize};
@@ -28,9 +30,10 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, frame)) = data.split_first() else {
         return;
     };
-    if which % 2 == 0 {
-        on_server_stack(frame, round_trip::<Envelope>);
-    } else {
-        on_server_stack(frame, round_trip::<PeerResponse>);
+    match which % 4 {
+        0 => on_server_stack(frame, round_trip::<Envelope>),
+        1 => on_server_stack(frame, round_trip::<PeerResponse>),
+        2 => on_server_stack(frame, round_trip::<Hello>),
+        _ => on_server_stack(frame, round_trip::<Handshake>),
     }
 });

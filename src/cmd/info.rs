@@ -108,6 +108,8 @@ pub struct InfoData {
     pub last_log_index: u64,
     /// Index of the last snapshot.
     pub snapshot_index: u64,
+    /// Peer connections refused in the handshake since start (wrong secret or certificate).
+    pub peer_handshakes_refused: u64,
     /// Voting members.
     pub members: Vec<u64>,
     /// Data directory.
@@ -372,6 +374,10 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
             ("raft_applied_index", d.applied_index.to_string()),
             ("raft_last_log_index", d.last_log_index.to_string()),
             ("raft_snapshot_index", d.snapshot_index.to_string()),
+            (
+                "raft_peer_handshakes_refused",
+                d.peer_handshakes_refused.to_string(),
+            ),
             (
                 "raft_members",
                 d.members

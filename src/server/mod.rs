@@ -134,6 +134,8 @@ async fn sample_stats(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 pub struct Shared {
     /// Resolved configuration.
     pub config: Config,
+    /// Peer connections refused in the handshake (shared with the peer service).
+    pub peer_refusals: Arc<crate::raft::service::Refusals>,
     /// Raft handle.
     pub raft: Raft,
     /// The state machine's shared state.
@@ -485,6 +487,7 @@ impl Shared {
             applied_index: self.applied_index(&m),
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|s| s.index).unwrap_or(0),
+            peer_handshakes_refused: self.peer_refusals.count.load(Ordering::Relaxed),
             members: m.membership_config.membership().voter_ids().collect(),
             dir: self.config.dir.display().to_string(),
         }
@@ -737,6 +740,7 @@ impl Server {
             .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let shared = Arc::new(Shared {
+            peer_refusals: Default::default(),
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
             reader: Reader::start(
                 node.raft.clone(),
@@ -786,7 +790,7 @@ impl Server {
             handler: Arc::new(Handler {
                 shared: shared.clone(),
             }),
-            refusals: Default::default(),
+            refusals: shared.peer_refusals.clone(),
         };
         tasks.spawn(service.run(peer_listener, stop_rx.clone()));
         tasks.spawn(housekeeping::run(shared.clone(), stop_rx.clone()));

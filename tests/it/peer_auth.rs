@@ -242,6 +242,18 @@ fn a_node_with_the_wrong_secret_is_kept_out_while_the_others_serve_writes() {
         "{}",
         cluster.logs()
     );
+    // And INFO counts the refusals.
+    let refused: u64 = insiders
+        .iter()
+        .map(|id| {
+            let info = String::from_utf8_lossy(&cluster.conn(*id).c("INFO raft")).into_owned();
+            info.lines()
+                .find_map(|l| l.strip_prefix("raft_peer_handshakes_refused:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .expect("INFO raft has raft_peer_handshakes_refused")
+        })
+        .sum();
+    assert!(refused > 0, "no refusal counted");
 
     // With the right secret it catches up: the secret was the only thing keeping it out.
     cluster.kill9(outsider);
