@@ -160,11 +160,6 @@ impl PeerAuth {
         Ok(Box::new(tls_stream))
     }
 
-    /// True if this node proves and demands a secret.
-    pub fn has_secret(&self) -> bool {
-        self.secret.is_some()
-    }
-
     /// The MAC of the handshake transcript from `side`'s point of view (None: no secret).
     fn transcript(
         &self,
