@@ -56,6 +56,7 @@ fn run_twice(data: &[u8]) {
         now: NOW,
         budget: BUDGET,
         user: None,
+        cost: palisade::script::cost::CostModel::Metered,
     };
     let mut first = keyspace();
     first.bump_revision();

@@ -19,6 +19,7 @@ use super::registry::{lookup, wrong_arity, Replicated, Spec, NO_KEYS};
 use super::{Command, ConnCmd, Ctx, Request};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
+use crate::script::cost::CostModel;
 use crate::state::acl::{hash_password, Denied, RuleError, User};
 use crate::state::Keyspace;
 
@@ -277,21 +278,41 @@ impl Replicated for AclLoad {
     }
 }
 
+/// [`EvalAs`] with every `redis.call` charged for its work ([`CostModel::Metered`], see
+/// `script::cost`): what this build writes. Old `EvalAs` entries keep the fixed charge they
+/// were written under, so replaying them gives the same results everywhere.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvalMetered(pub EvalAs);
+
 impl EvalAs {
-    /// The EVAL-family command this one runs as `user`.
+    /// The EVAL-family command this one runs as `user` (metered).
     pub fn wrap(user: &str, cmd: Command) -> Command {
-        match cmd {
-            Command::Eval(eval) => Command::EvalAs(EvalAs {
-                user: user.to_string(),
-                read_only: false,
-                eval,
-            }),
-            Command::EvalRo(EvalRo(eval)) => Command::EvalAs(EvalAs {
-                user: user.to_string(),
-                read_only: true,
-                eval,
-            }),
-            other => other,
+        let (read_only, eval) = match cmd {
+            Command::Eval(eval) => (false, eval),
+            Command::EvalRo(EvalRo(eval)) => (true, eval),
+            other => return other,
+        };
+        Command::EvalMetered(EvalMetered(EvalAs {
+            user: user.to_string(),
+            read_only,
+            eval,
+        }))
+    }
+
+    fn apply_with(&self, ks: &mut Keyspace, ctx: Ctx, cost: CostModel) -> Reply {
+        // A copy: the script may not change users (ACL is `noscript`), but it borrows the
+        // keyspace mutably.
+        match ks.users().get(&self.user) {
+            Some(u) if self.read_only => eval::run_ro(&self.eval, ks, ctx.now, Some(&u), cost),
+            Some(u) => eval::run(&self.eval, ks, ctx, Some(&u), cost),
+            None => gone(&self.user),
+        }
+    }
+
+    fn query_with(&self, ks: &Keyspace, now: u64, cost: CostModel) -> Reply {
+        match ks.users().get_ref(&self.user) {
+            Some(u) => eval::run_ro(&self.eval, ks, now, Some(u), cost),
+            None => gone(&self.user),
         }
     }
 }
@@ -302,20 +323,25 @@ impl Replicated for EvalAs {
     }
 
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        // A copy: the script may not change users (ACL is `noscript`), but it borrows the
-        // keyspace mutably.
-        match ks.users().get(&self.user) {
-            Some(u) if self.read_only => eval::run_ro(&self.eval, ks, ctx.now, Some(&u)),
-            Some(u) => eval::run(&self.eval, ks, ctx, Some(&u)),
-            None => gone(&self.user),
-        }
+        self.apply_with(ks, ctx, CostModel::Fixed)
     }
 
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        match ks.users().get_ref(&self.user) {
-            Some(u) => eval::run_ro(&self.eval, ks, now, Some(u)),
-            None => gone(&self.user),
-        }
+        self.query_with(ks, now, CostModel::Fixed)
+    }
+}
+
+impl Replicated for EvalMetered {
+    fn is_read(&self) -> bool {
+        self.0.read_only
+    }
+
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        self.0.apply_with(ks, ctx, CostModel::Metered)
+    }
+
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        self.0.query_with(ks, now, CostModel::Metered)
     }
 }
 

@@ -13,6 +13,7 @@ use super::registry::flags::SCRIPTING;
 use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
+use crate::script::cost::CostModel;
 use crate::script::{self, Access, Invocation};
 use crate::state::acl::User;
 use crate::state::scripts::sha1_hex;
@@ -167,9 +168,10 @@ impl Replicated for Eval {
         false
     }
 
-    /// Runs the script inside apply (an entry written before ACLs: no permission checks).
+    /// Runs the script inside apply (an entry written before ACLs: no permission checks,
+    /// and the fixed charge per `redis.call` it was written under).
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        run(self, ks, ctx, None)
+        run(self, ks, ctx, None, CostModel::Fixed)
     }
 }
 
@@ -178,8 +180,15 @@ fn checked(user: Option<&User>) -> Option<&User> {
     user.filter(|u| !super::acl::unrestricted(u))
 }
 
-/// Runs EVAL or EVALSHA inside apply; `user` (if any) is checked on every `redis.call`.
-pub fn run(eval: &Eval, ks: &mut Keyspace, ctx: Ctx, user: Option<&User>) -> Reply {
+/// Runs EVAL or EVALSHA inside apply; `user` (if any) is checked on every `redis.call`, and
+/// the calls are charged by `cost`.
+pub fn run(
+    eval: &Eval,
+    ks: &mut Keyspace,
+    ctx: Ctx,
+    user: Option<&User>,
+    cost: CostModel,
+) -> Reply {
     let (sha, body) = match eval.resolve(ks) {
         Ok(x) => x,
         Err(e) => return e,
@@ -200,6 +209,7 @@ pub fn run(eval: &Eval, ks: &mut Keyspace, ctx: Ctx, user: Option<&User>) -> Rep
         now: ctx.now,
         budget,
         user: checked(user),
+        cost,
     };
     if flags.no_writes {
         return script::run(Access::Read(ks), &inv);
@@ -212,14 +222,15 @@ impl Replicated for EvalRo {
         true
     }
 
-    /// Runs the script read-only (EVAL_RO, EVALSHA_RO).
+    /// Runs the script read-only (EVAL_RO, EVALSHA_RO), as written before metering.
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
-        run_ro(&self.0, ks, now, None)
+        run_ro(&self.0, ks, now, None, CostModel::Fixed)
     }
 }
 
-/// Runs EVAL_RO or EVALSHA_RO; `user` (if any) is checked on every `redis.call`.
-pub fn run_ro(eval: &Eval, ks: &Keyspace, now: u64, user: Option<&User>) -> Reply {
+/// Runs EVAL_RO or EVALSHA_RO; `user` (if any) is checked on every `redis.call`, and the
+/// calls are charged by `cost`.
+pub fn run_ro(eval: &Eval, ks: &Keyspace, now: u64, user: Option<&User>, cost: CostModel) -> Reply {
     let (sha, body) = match eval.resolve(ks) {
         Ok(x) => x,
         Err(e) => return e,
@@ -239,6 +250,7 @@ pub fn run_ro(eval: &Eval, ks: &Keyspace, now: u64, user: Option<&User>) -> Repl
         now,
         budget: ks.script_budget(),
         user: checked(user),
+        cost,
     };
     script::run(Access::Read(ks), &inv)
 }

@@ -76,6 +76,7 @@ registry::commands! {
         41 => AclDelUser(AclDelUser),
         42 => AclLoad(AclLoad),
         43 => EvalAs(EvalAs),
+        105 => EvalMetered(EvalMetered),
     ],
     time: [],
     slowlog: [],

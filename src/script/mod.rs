@@ -6,7 +6,8 @@
 //!
 //! Determinism: a script sees the entry's cluster time, KEYS results are sorted, the PRNG
 //! restarts from a fixed state, and a budget of Lua instructions (plus a charge per
-//! `redis.call`) is counted identically on every replica. A script that exceeds it is
+//! `redis.call` for the work it does in Rust, see [`cost`]) is counted identically on every
+//! replica. A script that exceeds it is
 //! aborted and all its writes are rolled back (the keyspace journal), so it either
 //! completes or leaves no trace. An ordinary error keeps the writes made before it, as in
 //! Redis.
@@ -14,6 +15,7 @@
 pub mod bitlib;
 pub mod bridge;
 pub mod convert;
+pub mod cost;
 pub mod sandbox;
 
 use std::cell::{Cell, RefCell};
@@ -30,8 +32,6 @@ use crate::resp::Reply;
 
 /// Instructions between two budget checks.
 const CHECK_EVERY: u32 = 1000;
-/// What one `redis.call` costs, in instructions.
-const CALL_COST: u64 = 100;
 /// The chunk name Redis gives scripts (error messages read `user_script:LINE: ...`).
 const CHUNK: &str = "@user_script";
 
@@ -52,6 +52,8 @@ pub struct Invocation<'a> {
     /// The user whose permissions every `redis.call` is checked against (None: unchecked,
     /// for entries written before ACLs).
     pub user: Option<&'a crate::state::acl::User>,
+    /// How `redis.call`s are charged (the log entry decides: see [`cost`]).
+    pub cost: cost::CostModel,
 }
 
 /// Per-run state shared by the hook and the callbacks.
@@ -152,16 +154,27 @@ fn execute(
     })?;
     let now = inv.now;
     let user = inv.user;
+    let model = inv.cost;
     let result = lua.scope(|scope| {
         let call_st = st.clone();
         let raw = scope.create_function_mut(move |lua, args: MultiValue| {
-            if call_st.charge(CALL_COST) {
+            let reply = match bridge::argv(&args) {
+                Ok(argv) => {
+                    if call_st.charge(cost::before(model, access.ks(), &argv, now)) {
+                        return Err(abort_error());
+                    }
+                    bridge::execute(access, argv, now, user)
+                }
+                Err(e) => {
+                    if call_st.charge(cost::BASE) {
+                        return Err(abort_error());
+                    }
+                    e
+                }
+            };
+            if call_st.charge(cost::after(model, &reply)) {
                 return Err(abort_error());
             }
-            let reply = match bridge::argv(&args) {
-                Ok(argv) => bridge::execute(access, argv, now, user),
-                Err(e) => e,
-            };
             bridge::to_lua(lua, &reply, call_st.resp3.get())
         })?;
         sandbox::finish_state(&lua, raw)?;

@@ -29,6 +29,7 @@ fn eval_at(
         now,
         budget,
         user: None,
+        cost: cost::CostModel::Fixed,
     };
     run(Access::Write(ks), &inv)
 }
@@ -301,6 +302,7 @@ fn read_only_scripts_reject_writes() {
         now: 0,
         budget: 1000,
         user: None,
+        cost: cost::CostModel::Fixed,
     };
     assert_eq!(
         run(Access::Read(&ks), &inv),
@@ -392,6 +394,7 @@ fn calls_are_checked_against_the_callers_user() {
             now: 0,
             budget: 100_000,
             user: Some(&user),
+            cost: cost::CostModel::Metered,
         };
         run(Access::Write(&mut ks), &inv)
     };

@@ -109,6 +109,8 @@ const RECIPES: &[&str] = &[
     "@acl-load",
     "@eval-as",
     "@eval-ro-as",
+    "@eval-metered",
+    "@eval-ro-metered",
 ];
 
 fn fixture() -> PathBuf {
@@ -181,9 +183,30 @@ fn command(recipe: &str) -> Command {
                 users: users.into_iter().collect(),
             })
         }
-        "@eval-as" => palisade::cmd::acl::EvalAs::wrap("alice", parsed("EVAL return(1) 1 k a")),
-        "@eval-ro-as" => palisade::cmd::acl::EvalAs::wrap("bob", parsed("EVAL_RO return(1) 0")),
+        // What builds before metering wrote (tag 43); `wrap` now makes the metered form.
+        "@eval-as" => unmetered(palisade::cmd::acl::EvalAs::wrap(
+            "alice",
+            parsed("EVAL return(1) 1 k a"),
+        )),
+        "@eval-ro-as" => unmetered(palisade::cmd::acl::EvalAs::wrap(
+            "bob",
+            parsed("EVAL_RO return(1) 0"),
+        )),
+        "@eval-metered" => {
+            palisade::cmd::acl::EvalAs::wrap("alice", parsed("EVAL return(1) 1 k a"))
+        }
+        "@eval-ro-metered" => {
+            palisade::cmd::acl::EvalAs::wrap("bob", parsed("EVAL_RO return(1) 0"))
+        }
         line => parsed(line),
+    }
+}
+
+/// The `EvalAs` (tag 43) inside a metered script command.
+fn unmetered(cmd: Command) -> Command {
+    match cmd {
+        Command::EvalMetered(m) => Command::EvalAs(m.0),
+        other => panic!("test bug: not a metered script: {other:?}"),
     }
 }
 

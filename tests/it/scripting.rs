@@ -282,6 +282,53 @@ fn runaway_script_is_aborted_without_trace() {
     );
 }
 
+/// Work done in Rust counts toward the budget: a loop of `KEYS *` is a few Lua instructions
+/// per call, but each call pays for the keys it walks and returns (`script::cost`), so the
+/// loop is aborted where the old fixed charge of 100 per call would have let it run on.
+#[test]
+fn commands_pay_for_their_work_in_rust() {
+    let pal = Server::start();
+    let mut c = pal.conn();
+    let setup = "for i = 1, 2000 do redis.call('SET', 'k' .. i, 'v') end return 1";
+    assert_reply(&c.cmd(&["EVAL", setup, "0"]), b":1\r\n", "setup");
+    assert_reply(&c.c("DBSIZE"), b":2000\r\n", "keys");
+    assert_reply(&c.c("SCRIPT BUDGET 1000000"), b"+OK\r\n", "budget");
+    // 2,000 calls at a fixed 100 would be 200,000: within the budget. Metered, each KEYS
+    // costs 100 + 2,000 keys walked + 2,000 returned, so about 240 calls fit.
+    let keys_loop = "for i = 1, 2000 do redis.call('KEYS', '*') end return 'done'";
+    let r = c.cmd(&["EVAL", keys_loop, "0"]);
+    assert!(
+        r.starts_with(b"-ERR Script exceeded the instruction budget of 1000000"),
+        "{}",
+        show(&r)
+    );
+    // SCAN pays for its COUNT, a non-fast command for the value it names.
+    let scan_loop = "for i = 1, 2000 do redis.call('SCAN', '0', 'COUNT', '1000') end return 1";
+    let r = c.cmd(&["EVAL", scan_loop, "0"]);
+    assert!(r.starts_with(b"-ERR Script exceeded"), "{}", show(&r));
+    assert_reply(
+        &c.cmd(&[
+            "EVAL",
+            "for i = 1, 3000 do redis.call('RPUSH', 'l', 'x') end return 1",
+            "0",
+        ]),
+        b":1\r\n",
+        "list",
+    );
+    let range_loop = "for i = 1, 1000 do redis.call('LRANGE', 'l', '0', '-1') end return 1";
+    let r = c.cmd(&["EVAL", range_loop, "0"]);
+    assert!(r.starts_with(b"-ERR Script exceeded"), "{}", show(&r));
+    // The same number of cheap calls still fits, and the aborted scripts left no trace.
+    let get_loop =
+        "for i = 1, 2000 do redis.call('GET', 'k1') redis.call('LLEN', 'l') end return 'done'";
+    assert_reply(
+        &c.cmd(&["EVAL", get_loop, "0"]),
+        &bulk_bytes(b"done"),
+        "cheap calls",
+    );
+    assert_reply(&c.c("DBSIZE"), b":2001\r\n", "keys after");
+}
+
 /// The script cache and the budget are replicated state: they survive a restart (the log
 /// and the state machine's column family), so EVALSHA keeps working after a failover.
 #[test]

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use super::check::{categories, key_access, noperm};
+use crate::cmd::acl::EvalMetered;
 use crate::cmd::registry::lookup;
 use crate::cmd::script::Script;
 use crate::cmd::Command;
@@ -76,6 +77,10 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::EvalRo(c) => (&["eval_ro", "evalsha_ro"], many(&c.0.keys), none()),
         C::EvalAs(c) if c.read_only => (&["eval_ro", "evalsha_ro"], many(&c.eval.keys), none()),
         C::EvalAs(c) => (&["eval", "evalsha"], many(&c.eval.keys), none()),
+        C::EvalMetered(c) if c.0.read_only => {
+            (&["eval_ro", "evalsha_ro"], many(&c.0.eval.keys), none())
+        }
+        C::EvalMetered(c) => (&["eval", "evalsha"], many(&c.0.eval.keys), none()),
         C::Script(Script::Load(_)) => (&["script|load"], none(), none()),
         C::Script(Script::Exists(_)) => (&["script|exists"], none(), none()),
         C::Script(Script::Flush) => (&["script|flush"], none(), none()),
@@ -98,7 +103,7 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
             check_forwarded(user, name, c)?;
         }
     }
-    if let Command::EvalAs(e) = cmd {
+    if let Command::EvalAs(e) | Command::EvalMetered(EvalMetered(e)) = cmd {
         if e.user != name {
             return Err(Reply::err(
                 "NOPERM a forwarded script must run as the connection's user",
