@@ -298,7 +298,11 @@ fn bitpos(v: &[u8], bit: bool, range: &[Bytes]) -> Result<i64, Reply> {
         pos += 1;
     }
     // No clear bit inside the string: without an end, the string continues with zeros.
-    Ok(if !bit && !end_given { to as i64 + 1 } else { -1 })
+    Ok(if !bit && !end_given {
+        to as i64 + 1
+    } else {
+        -1
+    })
 }
 
 impl Replicated for BitRead {
@@ -371,7 +375,13 @@ impl Replicated for BitOp {
                 )
             })
             .collect();
-        ks.set_str(self.dest.clone(), Bytes::from(out), None, ctx.revision, ctx.now);
+        ks.set_str(
+            self.dest.clone(),
+            Bytes::from(out),
+            None,
+            ctx.revision,
+            ctx.now,
+        );
         Reply::Int(max as i64)
     }
 }
@@ -398,7 +408,10 @@ mod tests {
         assert_eq!(bitpos(&[0xff, 0xf0, 0], false, &[]), Ok(12));
         assert_eq!(bitpos(&[0xff, 0xff], false, &[]), Ok(16));
         assert_eq!(bitpos(&[0xff, 0xff], false, &[b("0"), b("-1")]), Ok(-1));
-        assert_eq!(bitpos(&[0, 0xff], true, &[b("7"), b("15"), b("BIT")]), Ok(8));
+        assert_eq!(
+            bitpos(&[0, 0xff], true, &[b("7"), b("15"), b("BIT")]),
+            Ok(8)
+        );
         assert_eq!(bitpos(&[0, 0xff], true, &[b("2"), b("1")]), Ok(-1));
     }
 }

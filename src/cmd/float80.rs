@@ -269,7 +269,11 @@ fn round(neg: bool, big: &Big, exp: i64, sticky: bool) -> Rounded {
         return if sticky {
             Rounded::Underflow
         } else {
-            Rounded::Value(F80::Finite { neg, mant: 0, exp: 0 })
+            Rounded::Value(F80::Finite {
+                neg,
+                mant: 0,
+                exp: 0,
+            })
         };
     }
     let lead = big.bits() as i64 - 1 + exp;
@@ -397,7 +401,11 @@ pub fn parse(s: &[u8]) -> Option<F80> {
         exp = exponent(&rest[1..])?;
     }
     if mant.is_zero() {
-        return Some(F80::Finite { neg, mant: 0, exp: 0 });
+        return Some(F80::Finite {
+            neg,
+            mant: 0,
+            exp: 0,
+        });
     }
     if hex {
         let e = exp - 4 * frac_len as i64;

@@ -68,9 +68,7 @@ pub fn parse_getex(args: &mut Args) -> Result<Request, Reply> {
     while args.remaining() > 0 {
         let opt = args.next_keyword()?;
         let has_next = args.remaining() > 0;
-        let word = ["EX", "PX", "EXAT", "PXAT"]
-            .into_iter()
-            .find(|w| *w == opt);
+        let word = ["EX", "PX", "EXAT", "PXAT"].into_iter().find(|w| *w == opt);
         match word {
             Some(w) if has_next && !persist && unit.as_ref().is_none_or(|(u, _)| *u == w) => {
                 unit = Some((w, args.arg()?));
@@ -121,7 +119,10 @@ impl Replicated for GetEx {
             GetExTtl::NotInteger => return Reply::err(NOT_INTEGER),
             GetExTtl::Invalid => return Reply::err("ERR invalid expire time in 'getex' command"),
             GetExTtl::Persist => {
-                if ks.get(&self.key, ctx.now).is_some_and(|e| e.expire_at.is_some()) {
+                if ks
+                    .get(&self.key, ctx.now)
+                    .is_some_and(|e| e.expire_at.is_some())
+                {
                     ks.set_expire(&self.key, None, ctx.now);
                 }
             }

@@ -92,11 +92,9 @@ impl Replicated for KeyRead {
                     .nth(pick)
                     .map_or(Reply::Nil, |(k, _)| Reply::Bulk(k.clone()))
             }
-            KeyRead::Touch(keys) => Reply::Int(
-                keys.iter()
-                    .filter(|k| ks.get(k, now).is_some())
-                    .count() as i64,
-            ),
+            KeyRead::Touch(keys) => {
+                Reply::Int(keys.iter().filter(|k| ks.get(k, now).is_some()).count() as i64)
+            }
             KeyRead::ExpireTime(key, millis) => match ks.get(key, now) {
                 None => Reply::Int(-2),
                 Some(e) => match e.expire_at {

@@ -138,7 +138,9 @@ fn lcs(a: &[u8], b: &[u8], o: &Options) -> Reply {
         let match_len = (a_end as i64) - (a_start as i64) + 1;
         if emit {
             if o.idx && (o.min == 0 || match_len >= o.min) {
-                let pair = |s: usize, e: usize| Reply::Array(vec![Reply::Int(s as i64), Reply::Int(e as i64)]);
+                let pair = |s: usize, e: usize| {
+                    Reply::Array(vec![Reply::Int(s as i64), Reply::Int(e as i64)])
+                };
                 let mut m = vec![pair(a_start, a_end), pair(b_start, b_end)];
                 if o.with_len {
                     m.push(Reply::Int(match_len));
@@ -203,7 +205,11 @@ mod tests {
         let pair = |s, e| Reply::Array(vec![Reply::Int(s), Reply::Int(e)]);
         assert_eq!(
             m[0].1,
-            Reply::Array(vec![Reply::Array(vec![pair(4, 7), pair(5, 8), Reply::Int(4)])])
+            Reply::Array(vec![Reply::Array(vec![
+                pair(4, 7),
+                pair(5, 8),
+                Reply::Int(4)
+            ])])
         );
         assert_eq!(m[1].1, Reply::Int(6));
     }

@@ -91,7 +91,9 @@ pub fn parse_copy(args: &mut Args) -> Result<Request, Reply> {
         }
     }
     if src == dst {
-        return Err(Reply::err("ERR source and destination objects are the same"));
+        return Err(Reply::err(
+            "ERR source and destination objects are the same",
+        ));
     }
     Ok(Request::Write(Command::Copy(Copy { src, dst, replace })))
 }

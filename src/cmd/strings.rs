@@ -265,7 +265,10 @@ mod tests {
     fn string_length_limit_matches_redis_check() {
         assert!(check_length(10, 5, 15).is_ok());
         assert_eq!(check_length(10, 6, 15), Err(Reply::err(TOO_LONG)));
-        assert_eq!(check_length(u64::MAX, 1, MAX_STRING), Err(Reply::err(TOO_LONG)));
+        assert_eq!(
+            check_length(u64::MAX, 1, MAX_STRING),
+            Err(Reply::err(TOO_LONG))
+        );
         assert!(check_length(MAX_STRING - 1, 1, MAX_STRING).is_ok());
     }
 

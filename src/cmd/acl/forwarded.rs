@@ -5,8 +5,8 @@
 use bytes::Bytes;
 
 use super::check::{categories, key_access, noperm};
-use crate::cmd::registry::lookup;
 use crate::cmd::keyinfo::KeyRead;
+use crate::cmd::registry::lookup;
 use crate::cmd::script::Script;
 use crate::cmd::Command;
 use crate::resp::Reply;
@@ -84,7 +84,11 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::AclSetUser(_) => (&["acl|setuser"], none(), none()),
         C::AclDelUser(_) => (&["acl|deluser"], none(), none()),
         C::AclLoad(_) => (&["acl|load"], none(), none()),
-        C::Rename(c) => (&["rename", "renamenx"], vec![&c.src[..], &c.dst[..]], none()),
+        C::Rename(c) => (
+            &["rename", "renamenx"],
+            vec![&c.src[..], &c.dst[..]],
+            none(),
+        ),
         C::Copy(c) => (&["copy"], vec![&c.src[..], &c.dst[..]], none()),
         C::KeyRead(KeyRead::Random) => (&["randomkey"], none(), none()),
         C::KeyRead(KeyRead::Touch(keys)) => (&["touch"], many(keys), none()),
@@ -103,7 +107,10 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::BitRead(c) => (&["getbit", "bitcount", "bitpos"], one(&c.key), none()),
         C::BitOp(c) => (
             &["bitop"],
-            std::iter::once(&c.dest).chain(&c.keys).map(|k| k.as_ref()).collect(),
+            std::iter::once(&c.dest)
+                .chain(&c.keys)
+                .map(|k| k.as_ref())
+                .collect(),
             none(),
         ),
         C::Lcs(c) => (&["lcs"], vec![&c.a[..], &c.b[..]], none()),
