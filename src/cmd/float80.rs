@@ -187,13 +187,18 @@ impl Big {
         b
     }
 
-    /// Quotient and remainder (schoolbook, a bit at a time: only parsing uses it, on
-    /// numbers bounded by the 5 KB input limit).
+    /// Quotient and remainder, a bit at a time (parsing needs about 66 quotient bits, so
+    /// the division starts from the dividend's top bits just below the divisor's size).
     fn div_rem(&self, d: &Big) -> (Big, Big) {
-        let n = self.bits();
-        let mut q = vec![0u32; self.0.len()];
-        let mut r = Big::zero();
-        for i in (0..n).rev() {
+        let (n, db) = (self.bits(), d.bits());
+        if n < db {
+            return (Big::zero(), self.clone());
+        }
+        // The top `db - 1` bits are below `d`: no quotient bit comes from them.
+        let start = n - (db - 1);
+        let mut r = self.shr(start);
+        let mut q = vec![0u32; (start / 32 + 1) as usize];
+        for i in (0..start).rev() {
             r = r.shl(1);
             if self.bit(i) {
                 if r.0.is_empty() {
@@ -576,6 +581,30 @@ mod tests {
         assert!(parse(b"1e-4940").is_some(), "a subnormal is accepted");
         assert!(parse(b"+.5").is_some());
         assert!(parse(b"0x.8p1").is_some());
+    }
+
+    /// The longest inputs Redis accepts parse quickly (apply runs them on every replica).
+    #[test]
+    fn long_inputs_are_cheap() {
+        let tiny = format!("0.{}1e-4900", "0".repeat(5000));
+        let started = std::time::Instant::now();
+        assert_eq!(parse(tiny.as_bytes()), None, "below the smallest subnormal");
+        let long = format!("1.{}", "7".repeat(5100));
+        assert_eq!(format(parse(long.as_bytes()).unwrap()), "1.77777777777777778");
+        let small = format!("{}e-5000", "9".repeat(5000));
+        assert!(parse(small.as_bytes()).is_some());
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn division_is_exact() {
+        let n = Big::pow10(40);
+        let (q, r) = n.div_rem(&Big::from_u64(7));
+        assert_eq!(q.to_decimal(), "1428571428571428571428571428571428571428");
+        assert_eq!(r.to_decimal(), "4");
+        let (q, r) = Big::from_u64(5).div_rem(&Big::from_u64(9));
+        assert!(q.is_zero());
+        assert_eq!(r.to_decimal(), "5");
     }
 
     #[test]
