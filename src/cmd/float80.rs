@@ -590,7 +590,10 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(parse(tiny.as_bytes()), None, "below the smallest subnormal");
         let long = format!("1.{}", "7".repeat(5100));
-        assert_eq!(format(parse(long.as_bytes()).unwrap()), "1.77777777777777778");
+        assert_eq!(
+            format(parse(long.as_bytes()).unwrap()),
+            "1.77777777777777778"
+        );
         let small = format!("{}e-5000", "9".repeat(5000));
         assert!(parse(small.as_bytes()).is_some());
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
