@@ -12,6 +12,7 @@
 //! (docs/architecture.md, "Adding a command").
 
 pub mod acl;
+pub mod bitops;
 pub mod blpop;
 pub mod client;
 pub mod command;
@@ -26,28 +27,35 @@ pub mod expiry;
 pub mod fencecheck;
 pub mod fencedget;
 pub mod fencedset;
+pub mod float80;
 pub mod get;
+pub mod getex;
 pub mod hash;
 pub mod incr;
 pub mod info;
+pub mod keyinfo;
 pub mod keys;
 pub mod latency;
+pub mod lcs;
 pub mod list;
 pub mod lock;
 pub mod lockinfo;
 pub mod lockwait;
 pub mod memory;
+pub mod mget;
 pub mod multi;
 pub mod object;
 pub mod publish;
 pub mod pubsub;
 pub mod raft;
 pub mod registry;
+pub mod rename;
 pub mod renew;
 pub mod script;
 pub mod set;
 pub mod shutdown;
 pub mod slowlog;
+pub mod strings;
 pub mod subscribe;
 pub mod swapdb;
 pub mod time;
@@ -94,6 +102,13 @@ registry::commands! {
     type_: [8 => Type(Type)],
     incr: [9 => IncrBy(IncrBy)],
     keys: [10 => Keys(Keys), 11 => Scan(Scan), 12 => DbSize(DbSize)],
+    rename: [44 => Rename(Rename), 45 => Copy(Copy)],
+    keyinfo: [46 => KeyRead(KeyRead)],
+    mget: [47 => MGet(MGet), 48 => MSet(MSet)],
+    getex: [49 => GetEx(GetEx), 50 => GetSet(GetSet)],
+    strings: [51 => StrWrite(StrWrite), 52 => StrRead(StrRead)],
+    bitops: [53 => SetBit(SetBit), 54 => BitRead(BitRead), 55 => BitOp(BitOp)],
+    lcs: [56 => Lcs(Lcs)],
     lock: [13 => Lock(Lock), 36 => Acquire(Acquire)],
     unlock: [14 => Unlock(Unlock)],
     renew: [15 => Renew(Renew)],

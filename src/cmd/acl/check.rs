@@ -117,6 +117,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "string" => add("string"),
         "list" => add("list"),
         "hash" => add("hash"),
+        "bitmap" => add("bitmap"),
         "generic" => add("keyspace"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
@@ -167,9 +168,11 @@ pub(super) fn key_access(spec: &Spec) -> Access {
         // Changes without reading the value.
         "set" | "setnx" | "setex" | "psetex" | "del" | "unlink" | "expire" | "pexpire"
         | "expireat" | "pexpireat" | "persist" | "lpush" | "rpush" | "lpushx" | "rpushx"
-        | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" => false,
+        | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" | "mset" | "msetnx" | "append"
+        | "setrange" => false,
         // Metadata only.
-        "exists" | "type" | "watch" | "object" | "memory" => false,
+        "exists" | "type" | "watch" | "object" | "memory" | "touch" | "expiretime"
+        | "pexpiretime" => false,
         _ => true,
     };
     Access { read, write }

@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::check::{categories, key_access, noperm};
 use crate::cmd::acl::EvalMetered;
+use crate::cmd::keyinfo::KeyRead;
 use crate::cmd::registry::lookup;
 use crate::cmd::script::Script;
 use crate::cmd::Command;
@@ -88,6 +89,36 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::AclSetUser(_) => (&["acl|setuser"], none(), none()),
         C::AclDelUser(_) => (&["acl|deluser"], none(), none()),
         C::AclLoad(_) => (&["acl|load"], none(), none()),
+        C::Rename(c) => (
+            &["rename", "renamenx"],
+            vec![&c.src[..], &c.dst[..]],
+            none(),
+        ),
+        C::Copy(c) => (&["copy"], vec![&c.src[..], &c.dst[..]], none()),
+        C::KeyRead(KeyRead::Random) => (&["randomkey"], none(), none()),
+        C::KeyRead(KeyRead::Touch(keys)) => (&["touch"], many(keys), none()),
+        C::KeyRead(KeyRead::ExpireTime(k, _)) => (&["expiretime", "pexpiretime"], one(k), none()),
+        C::MGet(c) => (&["mget"], many(&c.keys), none()),
+        C::MSet(c) => (
+            &["mset", "msetnx"],
+            c.pairs.iter().map(|(k, _)| k.as_ref()).collect(),
+            none(),
+        ),
+        C::GetEx(c) => (&["getex"], one(&c.key), none()),
+        C::GetSet(c) => (&["getset"], one(&c.key), none()),
+        C::StrWrite(c) => (&["append", "setrange", "incrbyfloat"], one(&c.key), none()),
+        C::StrRead(c) => (&["strlen", "getrange", "substr"], one(&c.key), none()),
+        C::SetBit(c) => (&["setbit"], one(&c.key), none()),
+        C::BitRead(c) => (&["getbit", "bitcount", "bitpos"], one(&c.key), none()),
+        C::BitOp(c) => (
+            &["bitop"],
+            std::iter::once(&c.dest)
+                .chain(&c.keys)
+                .map(|k| k.as_ref())
+                .collect(),
+            none(),
+        ),
+        C::Lcs(c) => (&["lcs"], vec![&c.a[..], &c.b[..]], none()),
         C::Evict(_) | C::Tick(_) | C::LockPurge(_) => return None,
     })
 }
