@@ -28,6 +28,9 @@ impl Access<'_> {
     }
 }
 
+/// Commands whose reply depends on the node's wall clock, refused from scripts.
+const NODE_CLOCK: &[&str] = &["expiretime", "pexpiretime"];
+
 fn err(text: &str) -> Reply {
     Reply::err(format!("ERR {text}"))
 }
@@ -67,7 +70,9 @@ pub fn execute(
     if cmd::resolve(&argv).is_err() {
         return err("Wrong number of args calling Redis command from script");
     }
-    if spec.flags.contains(&"noscript") {
+    // EXPIRETIME and PEXPIRETIME answer in Unix time, which only the serving node's wall
+    // clock knows (the log carries cluster time): inside apply, replicas would disagree.
+    if spec.flags.contains(&"noscript") || NODE_CLOCK.contains(&spec.name) {
         return not_allowed();
     }
     // With the caller's permissions, decided from the replicated users: the same on every

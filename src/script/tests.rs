@@ -415,3 +415,19 @@ fn calls_are_checked_against_the_callers_user() {
         Reply::err("ERR The user executing the script can't run this command or subcommand script: 0000, on @user_script:1.")
     );
 }
+
+#[test]
+fn wall_clock_commands_are_refused() {
+    let mut ks = Keyspace::default();
+    cmd(&mut ks, "SET k v PX 5000", 1000);
+    for name in ["EXPIRETIME", "PEXPIRETIME"] {
+        let r = eval(&mut ks, &format!("return redis.pcall('{name}', 'k')"), &[], &[]);
+        assert_eq!(
+            r,
+            Reply::err("ERR This Redis command is not allowed from script"),
+            "{name}"
+        );
+    }
+    let r = eval(&mut ks, "return redis.call('PTTL', 'k')", &[], &[]);
+    assert_eq!(r, Reply::Int(5000));
+}
