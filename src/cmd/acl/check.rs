@@ -113,7 +113,16 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             c.push(cat);
         }
     };
+    // SORT and SORT_RO (group generic) work on lists, sets and sorted sets, and reach
+    // other keys through BY and GET: Redis files them under those types and @dangerous.
+    if matches!(spec.name, "sort" | "sort_ro") {
+        for cat in ["set", "sortedset", "list", "dangerous"] {
+            add(cat);
+        }
+    }
     match spec.group {
+        _ if matches!(spec.name, "sort" | "sort_ro") => {}
+        "set" => add("set"),
         "string" => add("string"),
         "list" => add("list"),
         "hash" => add("hash"),
@@ -167,7 +176,7 @@ pub(super) fn key_access(spec: &Spec) -> Access {
         // Changes without reading the value.
         "set" | "setnx" | "setex" | "psetex" | "del" | "unlink" | "expire" | "pexpire"
         | "expireat" | "pexpireat" | "persist" | "lpush" | "rpush" | "lpushx" | "rpushx"
-        | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" => false,
+        | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" | "sadd" | "srem" => false,
         // Metadata only.
         "exists" | "type" | "watch" | "object" | "memory" => false,
         _ => true,
@@ -180,6 +189,14 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
         let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
+    }
+    if matches!(spec.name, "sort" | "sort_ro") {
+        return sort_keys(argv);
+    }
+    // SINTERCARD numkeys key ...: the table gives it no key positions (movable keys).
+    if spec.name == "sintercard" {
+        let n = argv.get(1).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        return argv.iter().skip(2).take(n).map(|k| k.as_ref()).collect();
     }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
@@ -199,6 +216,42 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
         .step_by(step)
         .filter_map(|i| argv.get(i as usize).map(|k| k.as_ref()))
         .collect()
+}
+
+/// SORT's keys: the sorted key, the STORE destination (the last one given), and `*` when a
+/// BY pattern or a GET reads other keys. Redis allows BY and GET only to a user who may read
+/// every key; the `*` key asks exactly that of the user's key patterns (Palisade refuses with
+/// the NOPERM key text, where Redis answers `ERR BY option of SORT denied ...`).
+fn sort_keys(argv: &[Bytes]) -> Vec<&[u8]> {
+    let mut keys: Vec<&[u8]> = argv.get(1).map(|k| k.as_ref()).into_iter().collect();
+    let (mut store, mut reaches) = (None, false);
+    let mut i = 2;
+    while i < argv.len() {
+        let word = argv[i].to_ascii_lowercase();
+        let next = argv.get(i + 1);
+        match (word.as_slice(), next) {
+            (b"limit", _) => i += 2,
+            (b"by", Some(p)) => {
+                reaches |= p.contains(&b'*');
+                i += 1;
+            }
+            (b"get", Some(_)) => {
+                reaches = true;
+                i += 1;
+            }
+            (b"store", Some(k)) => {
+                store = Some(k.as_ref());
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    keys.extend(store);
+    if reaches {
+        keys.push(b"*");
+    }
+    keys
 }
 
 /// The channels a command line names, and whether they are patterns.
