@@ -318,7 +318,9 @@ impl Value {
             }
             (Value::Set(m), _) => {
                 let table = 8 * m.len().next_power_of_two().max(4);
-                let entries: usize = m.iter().map(|k| DICT_ENTRY + sds(k.len())).sum();
+                // A member is an `sdsdup` copy: a 1-byte sds5 header below 32 bytes.
+                let member = |n: usize| if n < 32 { malloc_size(n + 2) } else { sds(n) };
+                let entries: usize = m.iter().map(|k| DICT_ENTRY + member(k.len())).sum();
                 ROBJ + 56 + malloc_size(table) + entries
             }
         };
@@ -375,6 +377,8 @@ mod tests {
             (mixed.encoding(&T), mixed.memory_usage(b"big", &T)),
             ("hashtable", 232)
         );
+        let one = Value::Set(b(&["hello"]));
+        assert_eq!(one.memory_usage(b"one", &T), 168);
         assert_eq!(s("123").refcount(), i32::MAX as i64);
         assert_eq!(s("10000").refcount(), 1);
     }

@@ -488,8 +488,10 @@ fn sort_steps() -> Vec<Step> {
         same("SORT l BY nosort LIMIT 9 2"),
         // BY and GET patterns, strings and hash fields.
         same("RPUSH u a b c d"),
-        same("MSET w_a 3 w_b 1 w_c 2"),
-        same("SET w_d 1"),
+        same("SET w_a 3"),
+        same("SET w_b 1"),
+        same("SET w_c 2"),
+        same("SET w_d 10"),
         same("HSET h_a n 9 name alice"),
         same("HSET h_b n 7 name bob"),
         same("HSET h_c n 8"),
@@ -505,6 +507,15 @@ fn sort_steps() -> Vec<Step> {
         same("SORT_RO u BY w_* GET w_*"),
         same("SORT u BY nosort GET w_*"),
         same("SORT u ALPHA GET h_*->name GET #"),
+        // Equal scores: ties go by the elements' bytes.
+        same("RPUSH tie y x z"),
+        same("SET w_x 5"),
+        same("SET w_y 5"),
+        same("SET w_z 4"),
+        same("SORT tie BY w_*"),
+        same("SORT tie BY w_* DESC"),
+        // A missing BY key (h_d) scores 0.
+        same("SORT u BY h_*->n DESC"),
         // A hash field through a string key, a string through a hash: missing.
         same("SORT u BY w_* GET w_*->n GET h_*"),
         // STORE: a list replacing the destination (TTL too); empty results delete it.

@@ -363,3 +363,47 @@ pub fn category_commands(cat: &str) -> Option<Vec<&'static str>> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(line: &str) -> Vec<Bytes> {
+        line.split(' ')
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn sets_and_sort_have_redis_categories() {
+        let cats = |n: &str| categories(lookup(n).unwrap(), None);
+        assert_eq!(cats("sadd"), vec!["set", "write", "fast"]);
+        assert_eq!(cats("smembers"), vec!["set", "read", "slow"]);
+        let mut sort = cats("sort");
+        sort.sort();
+        assert_eq!(
+            sort,
+            vec!["dangerous", "list", "set", "slow", "sortedset", "write"]
+        );
+        assert!(cats("sort_ro").contains(&"read"));
+    }
+
+    /// SINTERCARD's keys come from numkeys; SORT's are the key, STORE's, and `*` when BY
+    /// or GET reach other keys.
+    #[test]
+    fn movable_keys_are_found() {
+        let k = |line: &str| {
+            let a = argv(line);
+            let spec = lookup(&String::from_utf8_lossy(&a[0])).unwrap();
+            keys(spec, &a)
+                .into_iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(k("sintercard 2 a b LIMIT 1"), vec!["a", "b"]);
+        assert_eq!(k("sort l LIMIT 0 1 STORE d"), vec!["l", "d"]);
+        assert_eq!(k("sort l BY nosort"), vec!["l"]);
+        assert_eq!(k("sort l BY w_* GET #"), vec!["l", "*"]);
+        assert_eq!(k("sort_ro l GET x"), vec!["l", "*"]);
+    }
+}
