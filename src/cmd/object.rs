@@ -369,9 +369,16 @@ mod tests {
             (h.encoding(&T), h.memory_usage(b"hh", &T)),
             ("hashtable", 248)
         );
-        let b = |v: &[&str]| v.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
+        let b = |v: &[&str]| {
+            v.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
+        };
         let ints = Value::Set(b(&["3", "1", "2"]));
-        assert_eq!((ints.encoding(&T), ints.memory_usage(b"i", &T)), ("intset", 64));
+        assert_eq!(
+            (ints.encoding(&T), ints.memory_usage(b"i", &T)),
+            ("intset", 64)
+        );
         let mixed = Value::Set(b(&["1", "2", "a"]));
         assert_eq!(
             (mixed.encoding(&T), mixed.memory_usage(b"big", &T)),

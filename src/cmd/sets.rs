@@ -86,7 +86,14 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "set",
     ),
-    Spec::new("sintercard", -3, &["readonly", "movablekeys"], NO_KEYS, parse_sintercard).docs(
+    Spec::new(
+        "sintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        parse_sintercard,
+    )
+    .docs(
         "Count the members of the intersection of sets",
         "7.0.0",
         "set",
@@ -407,7 +414,13 @@ pub fn redis_order(set: &Set) -> Vec<&Bytes> {
 
 /// A set reply (RESP3 `~`, an array in RESP2) in Redis's order.
 fn set_reply(set: &Set) -> Reply {
-    Reply::Set(redis_order(set).into_iter().cloned().map(Reply::Bulk).collect())
+    Reply::Set(
+        redis_order(set)
+            .into_iter()
+            .cloned()
+            .map(Reply::Bulk)
+            .collect(),
+    )
 }
 
 /// A small deterministic PRNG (splitmix64): seeded from a revision, so every replica that
@@ -536,8 +549,10 @@ impl Replicated for SPop {
                 if let Some(set) = set_mut(ks, &self.key, ctx.now) {
                     // Remove from the highest index down, so that each `swap_remove` moves a
                     // member that was not drawn (or was already taken) into the gap.
-                    let members: Vec<Bytes> =
-                        picks.iter().filter_map(|&i| set.get_index(i).cloned()).collect();
+                    let members: Vec<Bytes> = picks
+                        .iter()
+                        .filter_map(|&i| set.get_index(i).cloned())
+                        .collect();
                     picks.sort_unstable_by(|a, b| b.cmp(a));
                     for i in picks {
                         set.swap_remove_index(i);
@@ -760,7 +775,13 @@ fn srandmember(set: &Set, count: i64, seed: u64) -> Reply {
     }
     if count as u64 >= len as u64 {
         // The whole set, as an array (Redis 7.0 answers `*`, not `~`, here).
-        return Reply::Array(redis_order(set).into_iter().cloned().map(Reply::Bulk).collect());
+        return Reply::Array(
+            redis_order(set)
+                .into_iter()
+                .cloned()
+                .map(Reply::Bulk)
+                .collect(),
+        );
     }
     Reply::Array(
         draw.distinct(len, count as usize)
@@ -887,6 +908,25 @@ mod tests {
         assert!(left.contains(&one));
         assert_eq!(members(run_line(&mut ks, "SPOP s 5", 0)).len(), 1);
         assert_eq!(run_line(&mut ks, "EXISTS s", 0), Reply::Int(0));
+    }
+
+    /// Two replicas applying the same commands draw the same members and keep the same set.
+    #[test]
+    fn replicas_draw_the_same_members() {
+        let mut a = Keyspace::default();
+        run_line(&mut a, "SADD s a b c d e f g h", 0);
+        let mut b = a.clone();
+        for line in ["SPOP s 3", "SPOP s", "SRANDMEMBER s 2", "SRANDMEMBER s -5"] {
+            assert_eq!(
+                run_line(&mut a, line, 0),
+                run_line(&mut b, line, 0),
+                "{line}"
+            );
+        }
+        assert_eq!(
+            run_line(&mut a, "SMEMBERS s", 0),
+            run_line(&mut b, "SMEMBERS s", 0)
+        );
     }
 
     #[test]

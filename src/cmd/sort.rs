@@ -120,12 +120,9 @@ pub fn elements(ks: &Keyspace, key: &[u8], now: u64) -> Result<Source, Reply> {
     Ok(match ks.get(key, now).map(|e| &e.value) {
         None => Source::Ordered(Vec::new()),
         Some(Value::List(l)) => Source::Ordered(l.iter().cloned().collect()),
-        Some(Value::Set(s)) => Source::Unordered(
-            super::sets::redis_order(s)
-                .into_iter()
-                .cloned()
-                .collect(),
-        ),
+        Some(Value::Set(s)) => {
+            Source::Unordered(super::sets::redis_order(s).into_iter().cloned().collect())
+        }
         // A zset arm goes here: Source::Ordered(members in score order).
         Some(_) => return Err(Reply::err(WRONGTYPE)),
     })
@@ -175,7 +172,12 @@ pub fn strtod(b: &[u8]) -> Option<f64> {
         return None;
     }
     // Underflow to zero is ERANGE for strtod.
-    if v == 0.0 && lower.bytes().take_while(|c| *c != b'e').any(|c| c.is_ascii_digit() && c != b'0') {
+    if v == 0.0
+        && lower
+            .bytes()
+            .take_while(|c| *c != b'e')
+            .any(|c| c.is_ascii_digit() && c != b'0')
+    {
         return None;
     }
     Some(v)
@@ -198,10 +200,7 @@ impl Sort {
     /// The sorted result: the elements (or GET values, None for missing ones), or an error.
     pub fn run(&self, ks: &Keyspace, now: u64) -> Result<Vec<Option<Bytes>>, Reply> {
         let source = elements(ks, &self.key, now)?;
-        let mut dontsort = self
-            .by
-            .as_ref()
-            .is_some_and(|b| !b.contains(&b'*'));
+        let mut dontsort = self.by.as_ref().is_some_and(|b| !b.contains(&b'*'));
         let (mut alpha, mut by) = (self.alpha, self.by.as_ref());
         let (ordered, elems) = match source {
             Source::Ordered(v) => (true, v),
@@ -234,7 +233,13 @@ impl Sort {
             } else {
                 let n = (end - start + 1) as usize;
                 if self.desc {
-                    elems.iter().rev().skip(start as usize).take(n).cloned().collect()
+                    elems
+                        .iter()
+                        .rev()
+                        .skip(start as usize)
+                        .take(n)
+                        .cloned()
+                        .collect()
                 } else {
                     elems.iter().skip(start as usize).take(n).cloned().collect()
                 }
@@ -404,7 +409,11 @@ mod tests {
         assert_eq!(lookup(&ks, b"w_*", &a, 0), Some(Bytes::from("5")));
         assert_eq!(lookup(&ks, b"h_*->f", &a, 0), Some(Bytes::from("7")));
         assert_eq!(lookup(&ks, b"h_*->g", &a, 0), None);
-        assert_eq!(lookup(&ks, b"w_*->f", &a, 0), None, "a string has no fields");
+        assert_eq!(
+            lookup(&ks, b"w_*->f", &a, 0),
+            None,
+            "a string has no fields"
+        );
         assert_eq!(lookup(&ks, b"#", &a, 0), Some(a.clone()));
         assert_eq!(lookup(&ks, b"nostar", &a, 0), None);
     }
@@ -413,12 +422,27 @@ mod tests {
     fn sort_orders_limits_and_stores() {
         let mut ks = Keyspace::default();
         run_line(&mut ks, "RPUSH l 3 1 2 10", 0);
-        assert_eq!(run_line(&mut ks, "SORT l", 0), bulks(&["1", "2", "3", "10"]));
-        assert_eq!(run_line(&mut ks, "SORT l ALPHA", 0), bulks(&["1", "10", "2", "3"]));
-        assert_eq!(run_line(&mut ks, "SORT l DESC LIMIT 1 2", 0), bulks(&["3", "2"]));
-        assert_eq!(run_line(&mut ks, "SORT l BY nosort DESC", 0), bulks(&["10", "2", "1", "3"]));
+        assert_eq!(
+            run_line(&mut ks, "SORT l", 0),
+            bulks(&["1", "2", "3", "10"])
+        );
+        assert_eq!(
+            run_line(&mut ks, "SORT l ALPHA", 0),
+            bulks(&["1", "10", "2", "3"])
+        );
+        assert_eq!(
+            run_line(&mut ks, "SORT l DESC LIMIT 1 2", 0),
+            bulks(&["3", "2"])
+        );
+        assert_eq!(
+            run_line(&mut ks, "SORT l BY nosort DESC", 0),
+            bulks(&["10", "2", "1", "3"])
+        );
         assert_eq!(run_line(&mut ks, "SORT l STORE d", 0), Reply::Int(4));
-        assert_eq!(run_line(&mut ks, "LRANGE d 0 -1", 0), bulks(&["1", "2", "3", "10"]));
+        assert_eq!(
+            run_line(&mut ks, "LRANGE d 0 -1", 0),
+            bulks(&["1", "2", "3", "10"])
+        );
         assert_eq!(run_line(&mut ks, "SORT nokey STORE d", 0), Reply::Int(0));
         assert_eq!(run_line(&mut ks, "EXISTS d", 0), Reply::Int(0));
         run_line(&mut ks, "RPUSH bad x", 0);

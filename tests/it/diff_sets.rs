@@ -391,18 +391,32 @@ fn random_props(c: &mut Conn, proto: u8, who: &str) {
         assert_eq!(r.head[0], head, "{who} `{line}` type");
         let got = members(&r);
         assert_eq!(got.len(), n, "{who} `{line}` count");
-        assert!(got.iter().all(|m| all.contains(m)), "{who} `{line}` members");
+        assert!(
+            got.iter().all(|m| all.contains(m)),
+            "{who} `{line}` members"
+        );
         if distinct {
-            assert_eq!(got.iter().collect::<BTreeSet<_>>().len(), n, "{who} `{line}` distinct");
+            assert_eq!(
+                got.iter().collect::<BTreeSet<_>>().len(),
+                n,
+                "{who} `{line}` distinct"
+            );
         }
     }
     let one = c.c("SRANDMEMBER r");
-    assert!(as_bulk(&one).is_some_and(|m| all.contains(&m)), "{who} SRANDMEMBER");
+    assert!(
+        as_bulk(&one).is_some_and(|m| all.contains(&m)),
+        "{who} SRANDMEMBER"
+    );
     // SPOP: distinct members, removed, the rest intact.
     let popped = parse(&c.c("SPOP r 6"));
     assert_eq!(popped.head[0], set_head, "{who} SPOP count type");
     let popped = members(&popped);
-    assert_eq!(popped.iter().collect::<BTreeSet<_>>().len(), 6, "{who} SPOP distinct");
+    assert_eq!(
+        popped.iter().collect::<BTreeSet<_>>().len(),
+        6,
+        "{who} SPOP distinct"
+    );
     let single = as_bulk(&c.c("SPOP r")).expect("a member");
     let left: BTreeSet<Vec<u8>> = members(&parse(&c.c("SMEMBERS r"))).into_iter().collect();
     assert_eq!(left.len(), 13, "{who} SPOP removed 7");

@@ -79,7 +79,9 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         ),
         C::SStore(c) => (
             &["sinterstore", "sunionstore", "sdiffstore"],
-            std::iter::once(c.dst.as_ref()).chain(many(&c.keys)).collect(),
+            std::iter::once(c.dst.as_ref())
+                .chain(many(&c.keys))
+                .collect(),
             none(),
         ),
         C::SRead(c) => (
