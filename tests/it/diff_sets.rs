@@ -644,8 +644,9 @@ fn sort_by_and_get_need_access_to_every_key() {
     assert_reply(&c.c("RPUSH s:l 2 1"), b":2\r\n", "setup");
     assert_reply(&c.c("ACL SETUSER u on >pw ~s:* +@all"), b"+OK\r\n", "setup");
     assert_reply(&c.c("AUTH u pw"), b"+OK\r\n", "auth");
-    let noperm =
-        err_bytes("NOPERM this user has no permissions to access one of the keys used as arguments");
+    let noperm = err_bytes(
+        "NOPERM this user has no permissions to access one of the keys used as arguments",
+    );
     assert_reply(&c.c("SORT s:l GET #"), &noperm, "GET #");
     assert_reply(&c.c("SORT s:l BY s:*"), &noperm, "BY pattern");
     assert_reply(&c.c("SORT_RO s:l GET s:*"), &noperm, "SORT_RO GET");
@@ -654,5 +655,9 @@ fn sort_by_and_get_need_access_to_every_key() {
         b"*2\r\n$1\r\n2\r\n$1\r\n1\r\n",
         "BY without a pattern reads nothing else",
     );
-    assert_reply(&c.c("SORT s:l"), b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n", "plain SORT");
+    assert_reply(
+        &c.c("SORT s:l"),
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n",
+        "plain SORT",
+    );
 }
