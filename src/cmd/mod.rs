@@ -53,9 +53,11 @@ pub mod rename;
 pub mod renew;
 pub mod script;
 pub mod set;
+pub mod sets;
 pub mod shutdown;
 pub mod slowlog;
 pub mod strings;
+pub mod sort;
 pub mod subscribe;
 pub mod swapdb;
 pub mod time;
@@ -125,6 +127,16 @@ registry::commands! {
     hash: [22 => HSet(HSet), 23 => HDel(HDel), 24 => HIncrBy(HIncrBy), 25 => HRead(HRead)],
     list: [26 => Push(Push), 27 => Pop(Pop), 29 => LRead(LRead)],
     blpop: [28 => BPop(BPop)],
+    sets: [
+        60 => SAdd(SAdd),
+        61 => SRem(SRem),
+        62 => SPop(SPop),
+        63 => SMove(SMove),
+        64 => SCombine(SCombine),
+        65 => SStore(SStore),
+        66 => SRead(SRead),
+    ],
+    sort: [67 => Sort(Sort)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
     pubsub: [],

@@ -7,7 +7,9 @@
 //! the same value: `int`, `embstr` (up to 44 bytes) or `raw` for strings; `listpack` or
 //! `hashtable` for hashes and `listpack` or `quicklist` for lists, by the `hash-max-listpack-*`
 //! and `list-max-listpack-size` thresholds that CONFIG SET keeps (judged on the current
-//! size: Redis never converts back). No access is tracked: IDLETIME is 0, and FREQ answers
+//! size: Redis never converts back); `intset` or `hashtable` for sets, as Redis 7.0 (which
+//! has no listpack sets), by the default `set-max-intset-entries` of 512 (a CONFIG SET of it
+//! is kept but not applied). No access is tracked: IDLETIME is 0, and FREQ answers
 //! Redis's error for a policy that is not LFU (`maxmemory-policy` is never applied here).
 
 use bytes::Bytes;
@@ -96,6 +98,8 @@ pub enum Value {
     Hash(Vec<(Bytes, Bytes)>),
     /// A list's elements.
     List(Vec<Bytes>),
+    /// A set's members.
+    Set(Vec<Bytes>),
 }
 
 /// The reads that fetch a value of type `kind` (TYPE's reply), or None for a missing key.
@@ -109,6 +113,7 @@ pub fn value_read(kind: &str, key: &Bytes) -> Option<Vec<Bytes>> {
         "string" => Some(argv(&["GET"])),
         "hash" => Some(argv(&["HGETALL"])),
         "list" => Some(argv(&["LRANGE", "0", "-1"])),
+        "set" => Some(argv(&["SMEMBERS"])),
         _ => None,
     }
 }
@@ -142,6 +147,9 @@ impl Value {
                 Some(Value::Hash(pairs.collect()))
             }
             ("list", Reply::Array(items)) if !items.is_empty() => Some(Value::List(bulks(items)?)),
+            ("set", Reply::Set(items) | Reply::Array(items)) if !items.is_empty() => {
+                Some(Value::Set(bulks(items)?))
+            }
             _ => None,
         }
     }
@@ -250,6 +258,8 @@ impl Value {
             Value::Hash(_) => "hashtable",
             Value::List(items) if list_fits(items, t) => "listpack",
             Value::List(_) => "quicklist",
+            Value::Set(m) if super::sets::is_intset(m.iter()) => "intset",
+            Value::Set(_) => "hashtable",
         }
     }
 
@@ -287,6 +297,31 @@ impl Value {
                 let bytes = listpack(items.iter());
                 let nodes = bytes.div_ceil(8192).max(1);
                 ROBJ + 40 + nodes * (32 + malloc_size(bytes.div_ceil(nodes)))
+            }
+            (Value::Set(m), "intset") => {
+                // A header (encoding, length) and every member at the widest width needed.
+                let width = m
+                    .iter()
+                    .filter_map(|v| as_int(v))
+                    .map(|n| {
+                        if i16::try_from(n).is_ok() {
+                            2
+                        } else if i32::try_from(n).is_ok() {
+                            4
+                        } else {
+                            8
+                        }
+                    })
+                    .max()
+                    .unwrap_or(2);
+                ROBJ + malloc_size(8 + width * m.len())
+            }
+            (Value::Set(m), _) => {
+                let table = 8 * m.len().next_power_of_two().max(4);
+                // A member is an `sdsdup` copy: a 1-byte sds5 header below 32 bytes.
+                let member = |n: usize| if n < 32 { malloc_size(n + 2) } else { sds(n) };
+                let entries: usize = m.iter().map(|k| DICT_ENTRY + member(k.len())).sum();
+                ROBJ + 56 + malloc_size(table) + entries
             }
         };
         (sds(key.len()) + DICT_ENTRY + value) as i64
@@ -334,6 +369,23 @@ mod tests {
             (h.encoding(&T), h.memory_usage(b"hh", &T)),
             ("hashtable", 248)
         );
+        let b = |v: &[&str]| {
+            v.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
+        };
+        let ints = Value::Set(b(&["3", "1", "2"]));
+        assert_eq!(
+            (ints.encoding(&T), ints.memory_usage(b"i", &T)),
+            ("intset", 64)
+        );
+        let mixed = Value::Set(b(&["1", "2", "a"]));
+        assert_eq!(
+            (mixed.encoding(&T), mixed.memory_usage(b"big", &T)),
+            ("hashtable", 232)
+        );
+        let one = Value::Set(b(&["hello"]));
+        assert_eq!(one.memory_usage(b"one", &T), 168);
         assert_eq!(s("123").refcount(), i32::MAX as i64);
         assert_eq!(s("10000").refcount(), 1);
     }

@@ -21,6 +21,11 @@ pub type Hash = indexmap::IndexMap<Bytes, Bytes>;
 /// A Redis list.
 pub type List = VecDeque<Bytes>;
 
+/// A Redis set. Members keep insertion order, and a removal moves the last member into the
+/// gap (`swap_remove`, O(1)): iteration is over the entry vector, never a hash order, so it
+/// is the same on every replica, and a member can be drawn by index (SPOP, SRANDMEMBER).
+pub type Set = indexmap::IndexSet<Bytes>;
+
 /// A stored value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Value {
@@ -31,6 +36,9 @@ pub enum Value {
     Hash(Box<Hash>),
     /// A Redis list (never empty while stored).
     List(List),
+    /// A Redis set (never empty while stored). Boxed like [`Value::Hash`]. It comes after
+    /// `List` (serde variant index 3), so data written before sets existed reads unchanged.
+    Set(Box<Set>),
 }
 
 impl Value {
@@ -40,6 +48,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
+            Value::Set(_) => "set",
         }
     }
 
@@ -49,6 +58,7 @@ impl Value {
             Value::Str(_) => false,
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
+            Value::Set(s) => s.is_empty(),
         }
     }
 }
@@ -258,6 +268,15 @@ impl Keyspace {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::List(l)) => Ok(Some(l)),
+            Some(_) => Err(Error::WrongType),
+        }
+    }
+
+    /// The live set at `key`, `Ok(None)` if absent, or [`Error::WrongType`].
+    pub fn get_set(&self, key: &[u8], now: u64) -> Result<Option<&Set>, Error> {
+        match self.get(key, now).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Set(s)) => Ok(Some(s)),
             Some(_) => Err(Error::WrongType),
         }
     }

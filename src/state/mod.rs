@@ -12,7 +12,7 @@ pub mod pattern;
 pub mod scripts;
 
 pub use clock::ClusterClock;
-pub use keyspace::{Entry, Event, Hash, Keyspace, List, Value};
+pub use keyspace::{Entry, Event, Hash, Keyspace, List, Set, Value};
 pub use locks::{Acquire, Acquired, LockEventKind, LockMeta, Waiter, WaiterId};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
 

@@ -18,6 +18,7 @@ mod cluster;
 mod cluster_scripting;
 mod config;
 mod diff_strings;
+mod diff_sets;
 mod differential;
 mod durability;
 mod glob;

@@ -113,7 +113,16 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             c.push(cat);
         }
     };
+    // SORT and SORT_RO (group generic) work on lists, sets and sorted sets, and reach
+    // other keys through BY and GET: Redis files them under those types and @dangerous.
+    if matches!(spec.name, "sort" | "sort_ro") {
+        for cat in ["set", "sortedset", "list", "dangerous"] {
+            add(cat);
+        }
+    }
     match spec.group {
+        _ if matches!(spec.name, "sort" | "sort_ro") => {}
+        "set" => add("set"),
         "string" => add("string"),
         "list" => add("list"),
         "hash" => add("hash"),
@@ -169,7 +178,7 @@ pub(super) fn key_access(spec: &Spec) -> Access {
         "set" | "setnx" | "setex" | "psetex" | "del" | "unlink" | "expire" | "pexpire"
         | "expireat" | "pexpireat" | "persist" | "lpush" | "rpush" | "lpushx" | "rpushx"
         | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" | "mset" | "msetnx" | "append"
-        | "setrange" => false,
+        | "setrange" | "sadd" | "srem" => false,
         // Metadata only.
         "exists" | "type" | "watch" | "object" | "memory" | "touch" | "expiretime"
         | "pexpiretime" => false,
@@ -183,6 +192,14 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
         let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
+    }
+    if matches!(spec.name, "sort" | "sort_ro") {
+        return sort_keys(argv);
+    }
+    // SINTERCARD numkeys key ...: the table gives it no key positions (movable keys).
+    if spec.name == "sintercard" {
+        let n = argv.get(1).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        return argv.iter().skip(2).take(n).map(|k| k.as_ref()).collect();
     }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
@@ -202,6 +219,42 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
         .step_by(step)
         .filter_map(|i| argv.get(i as usize).map(|k| k.as_ref()))
         .collect()
+}
+
+/// SORT's keys: the sorted key, the STORE destination (the last one given), and `*` when a
+/// BY pattern or a GET reads other keys. Redis allows BY and GET only to a user who may read
+/// every key; the `*` key asks exactly that of the user's key patterns (Palisade refuses with
+/// the NOPERM key text, where Redis answers `ERR BY option of SORT denied ...`).
+fn sort_keys(argv: &[Bytes]) -> Vec<&[u8]> {
+    let mut keys: Vec<&[u8]> = argv.get(1).map(|k| k.as_ref()).into_iter().collect();
+    let (mut store, mut reaches) = (None, false);
+    let mut i = 2;
+    while i < argv.len() {
+        let word = argv[i].to_ascii_lowercase();
+        let next = argv.get(i + 1);
+        match (word.as_slice(), next) {
+            (b"limit", _) => i += 2,
+            (b"by", Some(p)) => {
+                reaches |= p.contains(&b'*');
+                i += 1;
+            }
+            (b"get", Some(_)) => {
+                reaches = true;
+                i += 1;
+            }
+            (b"store", Some(k)) => {
+                store = Some(k.as_ref());
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    keys.extend(store);
+    if reaches {
+        keys.push(b"*");
+    }
+    keys
 }
 
 /// The channels a command line names, and whether they are patterns.
@@ -312,4 +365,48 @@ pub fn category_commands(cat: &str) -> Option<Vec<&'static str>> {
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(line: &str) -> Vec<Bytes> {
+        line.split(' ')
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn sets_and_sort_have_redis_categories() {
+        let cats = |n: &str| categories(lookup(n).unwrap(), None);
+        assert_eq!(cats("sadd"), vec!["set", "write", "fast"]);
+        assert_eq!(cats("smembers"), vec!["set", "read", "slow"]);
+        let mut sort = cats("sort");
+        sort.sort();
+        assert_eq!(
+            sort,
+            vec!["dangerous", "list", "set", "slow", "sortedset", "write"]
+        );
+        assert!(cats("sort_ro").contains(&"read"));
+    }
+
+    /// SINTERCARD's keys come from numkeys; SORT's are the key, STORE's, and `*` when BY
+    /// or GET reach other keys.
+    #[test]
+    fn movable_keys_are_found() {
+        let k = |line: &str| {
+            let a = argv(line);
+            let spec = lookup(&String::from_utf8_lossy(&a[0])).unwrap();
+            keys(spec, &a)
+                .into_iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(k("sintercard 2 a b LIMIT 1"), vec!["a", "b"]);
+        assert_eq!(k("sort l LIMIT 0 1 STORE d"), vec!["l", "d"]);
+        assert_eq!(k("sort l BY nosort"), vec!["l"]);
+        assert_eq!(k("sort l BY w_* GET #"), vec!["l", "*"]);
+        assert_eq!(k("sort_ro l GET x"), vec!["l", "*"]);
+    }
 }

@@ -70,6 +70,47 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::Push(c) => (&["lpush", "rpush", "lpushx", "rpushx"], one(&c.key), none()),
         C::Pop(c) => (&["lpop", "rpop"], one(&c.key), none()),
         C::LRead(c) => (&["llen", "lrange", "lindex"], one(&c.key), none()),
+        C::SAdd(c) => (&["sadd"], one(&c.key), none()),
+        C::SRem(c) => (&["srem"], one(&c.key), none()),
+        C::SPop(c) => (&["spop"], one(&c.key), none()),
+        C::SMove(c) => (&["smove"], vec![c.src.as_ref(), c.dst.as_ref()], none()),
+        C::SCombine(c) => (
+            &["sinter", "sunion", "sdiff", "sintercard"],
+            many(&c.keys),
+            none(),
+        ),
+        C::SStore(c) => (
+            &["sinterstore", "sunionstore", "sdiffstore"],
+            std::iter::once(c.dst.as_ref())
+                .chain(many(&c.keys))
+                .collect(),
+            none(),
+        ),
+        C::SRead(c) => (
+            &[
+                "smembers",
+                "sismember",
+                "smismember",
+                "scard",
+                "srandmember",
+                "sscan",
+            ],
+            one(&c.key),
+            none(),
+        ),
+        // `*` stands for the other keys BY and GET read (see `check::sort_keys`).
+        C::Sort(c) => (
+            if c.store.is_some() {
+                &["sort"]
+            } else {
+                &["sort", "sort_ro"]
+            },
+            std::iter::once(c.key.as_ref())
+                .chain(c.store.as_ref().map(|k| k.as_ref()))
+                .chain(c.reaches_other_keys().then_some(&b"*"[..]))
+                .collect(),
+            none(),
+        ),
         C::BPop(c) => (&["blpop", "brpop"], many(&c.keys), none()),
         C::Publish(c) => (&["publish"], none(), vec![c.channel.as_ref()]),
         C::Versions(c) => (&["watch"], many(&c.keys), none()),
