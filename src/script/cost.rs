@@ -13,7 +13,7 @@
 //! The metered charge of one call is [`BASE`], plus
 //! - one unit per [`BYTES_PER_UNIT`] bytes of its arguments;
 //! - for a command Redis does not flag `fast`, the size of every value it names (one unit per
-//!   element of a hash or list, one per [`BYTES_PER_UNIT`] bytes of a string), read before it
+//!   element of a hash, list or set, one per [`BYTES_PER_UNIT`] bytes of a string), read before it
 //!   runs: deleting, ranging over or copying a large value costs in proportion;
 //! - for a command that walks the keyspace, the keys it may visit (`KEYS`: every stored key;
 //!   `SCAN`: up to its COUNT);
@@ -118,6 +118,7 @@ fn value_units(v: &Value) -> u64 {
         Value::Str(s) => s.len() as u64 / BYTES_PER_UNIT,
         Value::Hash(h) => h.len() as u64,
         Value::List(l) => l.len() as u64,
+        Value::Set(s) => s.len() as u64,
     }
 }
 
