@@ -28,14 +28,18 @@ pub mod fencedget;
 pub mod fencedset;
 pub mod get;
 pub mod hash;
+pub mod hash_ext;
 pub mod incr;
 pub mod info;
 pub mod keys;
 pub mod latency;
+pub mod ledit;
 pub mod list;
+pub mod lmove;
 pub mod lock;
 pub mod lockinfo;
 pub mod lockwait;
+pub mod longdouble;
 pub mod memory;
 pub mod multi;
 pub mod object;
@@ -107,8 +111,11 @@ registry::commands! {
         39 => LockPurge(LockPurge),
     ],
     hash: [22 => HSet(HSet), 23 => HDel(HDel), 24 => HIncrBy(HIncrBy), 25 => HRead(HRead)],
+    hash_ext: [92 => HIncrByFloat(HIncrByFloat), 93 => HRandField(HRandField), 94 => HScan(HScan)],
     list: [26 => Push(Push), 27 => Pop(Pop), 29 => LRead(LRead)],
     blpop: [28 => BPop(BPop)],
+    lmove: [85 => LMove(LMove), 86 => LMPop(LMPop)],
+    ledit: [87 => LSet(LSet), 88 => LInsert(LInsert), 89 => LRem(LRem), 90 => LTrim(LTrim), 91 => LPos(LPos)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
     pubsub: [],
