@@ -21,7 +21,14 @@ use crate::state::{Hash, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("hincrbyfloat", 4, WRITE_GROW_FAST, ONE_KEY, parse_hincrbyfloat).docs(
+    Spec::new(
+        "hincrbyfloat",
+        4,
+        WRITE_GROW_FAST,
+        ONE_KEY,
+        parse_hincrbyfloat,
+    )
+    .docs(
         "Add a floating-point number to a hash field",
         "2.6.0",
         "hash",
@@ -196,7 +203,9 @@ impl Replicated for HIncrByFloat {
         };
         let current = match current {
             None => LongDouble::parse(b"0").map_err(float_error),
-            Some(v) => LongDouble::parse(v).map_err(|_| Reply::err("ERR hash value is not a float")),
+            Some(v) => {
+                LongDouble::parse(v).map_err(|_| Reply::err("ERR hash value is not a float"))
+            }
         };
         let current = match current {
             Ok(c) => c,
@@ -254,7 +263,12 @@ impl HRandField {
                     .collect(),
             )
         } else {
-            Reply::Array(picks.filter_map(entry).map(|(f, _)| Reply::Bulk(f)).collect())
+            Reply::Array(
+                picks
+                    .filter_map(entry)
+                    .map(|(f, _)| Reply::Bulk(f))
+                    .collect(),
+            )
         }
     }
 }
@@ -375,12 +389,17 @@ mod tests {
         let mut ks = Keyspace::default();
         run_line(&mut ks, "HSET h a 1 b 2 c 3 d 4 e 5", 0);
         let q = |ks: &Keyspace| {
-            crate::cmd::parse("HRANDFIELD h -20".split(' ').map(bytes::Bytes::from).collect())
-                .map(|r| match r {
-                    crate::cmd::Request::Read(c) => c.query(ks, 0),
-                    _ => Reply::Nil,
-                })
-                .unwrap_or(Reply::Nil)
+            crate::cmd::parse(
+                "HRANDFIELD h -20"
+                    .split(' ')
+                    .map(bytes::Bytes::from)
+                    .collect(),
+            )
+            .map(|r| match r {
+                crate::cmd::Request::Read(c) => c.query(ks, 0),
+                _ => Reply::Nil,
+            })
+            .unwrap_or(Reply::Nil)
         };
         let first = q(&ks);
         assert_eq!(first, q(&ks));

@@ -150,7 +150,10 @@ pub fn parse_mpop(args: &mut Args) -> Result<Request, Reply> {
     while args.remaining() > 0 {
         let opt = args.arg()?;
         if count.is_none() && opt.eq_ignore_ascii_case(b"count") && args.remaining() > 0 {
-            count = Some(positive(&args.arg()?, "ERR count should be greater than 0")?);
+            count = Some(positive(
+                &args.arg()?,
+                "ERR count should be greater than 0",
+            )?);
         } else {
             return Err(syntax_error());
         }
@@ -208,7 +211,9 @@ impl Replicated for LMove {
         let moved = if self.src == self.dst {
             // A rotation: the key (and its TTL) stays, even with one element.
             match ks.value_mut(&self.src, ctx.now, is_list, None) {
-                Ok(Some(Value::List(l))) => take(l, self.from).inspect(|v| put(l, self.to, v.clone())),
+                Ok(Some(Value::List(l))) => {
+                    take(l, self.from).inspect(|v| put(l, self.to, v.clone()))
+                }
                 _ => None,
             }
         } else {
@@ -267,7 +272,10 @@ mod tests {
         let mut ks = Keyspace::default();
         run_line(&mut ks, "RPUSH l a", 0);
         run_line(&mut ks, "EXPIRE l 100", 0);
-        assert_eq!(run_line(&mut ks, "LMOVE l l LEFT RIGHT", 0), Reply::bulk("a"));
+        assert_eq!(
+            run_line(&mut ks, "LMOVE l l LEFT RIGHT", 0),
+            Reply::bulk("a")
+        );
         assert_eq!(run_line(&mut ks, "TTL l", 0), Reply::Int(100));
     }
 

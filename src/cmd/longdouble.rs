@@ -237,7 +237,11 @@ impl Big {
 fn round(neg: bool, n: &Big, e: i64, sticky: bool) -> Result<LongDouble, NotFinite> {
     let len = n.bit_len();
     if len == 0 {
-        return Ok(LongDouble { neg, mant: 0, exp: 0 });
+        return Ok(LongDouble {
+            neg,
+            mant: 0,
+            exp: 0,
+        });
     }
     let mut shift = len - 64;
     if e + shift < MIN_EXP {
@@ -259,7 +263,11 @@ fn round(neg: bool, n: &Big, e: i64, sticky: bool) -> Result<LongDouble, NotFini
         exp += 1;
     }
     if q == 0 {
-        return Ok(LongDouble { neg, mant: 0, exp: 0 });
+        return Ok(LongDouble {
+            neg,
+            mant: 0,
+            exp: 0,
+        });
     }
     let bits = 128 - q.leading_zeros() as i64;
     if bits + exp > MAX_BITS {
@@ -350,7 +358,11 @@ impl LongDouble {
             return Err(NotFinite::Invalid);
         }
         if digits.is_zero() {
-            return Ok(LongDouble { neg, mant: 0, exp: 0 });
+            return Ok(LongDouble {
+                neg,
+                mant: 0,
+                exp: 0,
+            });
         }
         let e = exp10 - frac;
         // Magnitude is in [10^(ndigits+e-1), 10^(ndigits+e)).
@@ -468,20 +480,28 @@ mod tests {
     #[test]
     fn matches_redis_long_double_output() {
         assert_eq!(sum("0", "12345.1"), "12345.09999999999999964");
-        assert_eq!(sum("12345.09999999999999964", "0.1"), "12345.19999999999999929");
+        assert_eq!(
+            sum("12345.09999999999999964", "0.1"),
+            "12345.19999999999999929"
+        );
         assert_eq!(sum("10.50", "0.1"), "10.6");
         assert_eq!(sum("0.1", "0.2"), "0.3");
         assert_eq!(sum("5.0e3", "2.0e2"), "5200");
         assert_eq!(sum("1", "-1"), "0");
         assert_eq!(sum("-1e-30", "0"), "0");
         assert_eq!(sum("0", "1e20"), "100000000000000000000");
-        assert_eq!(sum("100000000000000000000", "12344"), "100000000000000012344");
+        assert_eq!(
+            sum("100000000000000000000", "12344"),
+            "100000000000000012344"
+        );
         assert_eq!(sum("3", "-5.5"), "-2.5");
     }
 
     #[test]
     fn parse_refusals() {
-        for bad in ["", " 1", "1 ", "abc", "nan", "1e", "1e+", "--1", ".", "1e5000", "1e-5000"] {
+        for bad in [
+            "", " 1", "1 ", "abc", "nan", "1e", "1e+", "--1", ".", "1e5000", "1e-5000",
+        ] {
             assert!(LongDouble::parse(bad.as_bytes()).is_err(), "{bad}");
         }
         assert_eq!(LongDouble::parse(b"-inf"), Err(NotFinite::Inf));

@@ -58,7 +58,11 @@ fn blmove_brpoplpush_and_blmpop_are_woken_by_a_push() {
     assert_reply(&w.read_reply(), &bulk_bytes(b"x"), "woken by LMOVE");
 
     // Timeouts: a null array in RESP2 and `_` in RESP3, as Redis.
-    assert_reply(&w.c("BLMOVE none dst LEFT LEFT 0.1"), b"*-1\r\n", "BLMOVE timeout");
+    assert_reply(
+        &w.c("BLMOVE none dst LEFT LEFT 0.1"),
+        b"*-1\r\n",
+        "BLMOVE timeout",
+    );
     assert_reply(&w.c("BLMPOP 0.1 1 none LEFT"), b"*-1\r\n", "BLMPOP timeout");
     w.c("HELLO 3");
     assert_reply(&w.c("BRPOPLPUSH none dst 0.1"), b"_\r\n", "RESP3 timeout");
@@ -119,7 +123,11 @@ fn blocked_clients_are_served_in_arrival_order() {
     let mut ws = block_in_order(
         || pal.conn(),
         &mut p,
-        &["BLMOVE q d1 LEFT LEFT 10", "BLMPOP 10 1 q LEFT", "BRPOP q 10"],
+        &[
+            "BLMOVE q d1 LEFT LEFT 10",
+            "BLMPOP 10 1 q LEFT",
+            "BRPOP q 10",
+        ],
     );
     for e in ["x1", "x2", "x3"] {
         p.c(&format!("RPUSH q {e}"));
@@ -144,7 +152,11 @@ fn a_queued_key_does_not_hold_up_a_key_with_data() {
     wait_blocked(&mut p, 1);
     p.c("RPUSH b ready");
     let mut second = pal.conn();
-    assert_reply(&second.c("BLPOP a b 10"), &pair(b"b", b"ready"), "from b at once");
+    assert_reply(
+        &second.c("BLPOP a b 10"),
+        &pair(b"b", b"ready"),
+        "from b at once",
+    );
     p.c("RPUSH a x");
     assert_reply(&first.read_reply(), &pair(b"a", b"x"), "first keeps a");
 }
@@ -222,7 +234,12 @@ fn a_followers_blocked_clients_are_served_in_order() {
     let mut ws = block_in_order(
         || cluster.conn(follower),
         &mut watcher,
-        &["BLPOP cq 10", "BLPOP cq 10", "BLMPOP 10 1 cq LEFT", "BLPOP cq 10"],
+        &[
+            "BLPOP cq 10",
+            "BLPOP cq 10",
+            "BLMPOP 10 1 cq LEFT",
+            "BLPOP cq 10",
+        ],
     );
     let mut p = cluster.conn(leader);
     p.c("RPUSH cq c1 c2");

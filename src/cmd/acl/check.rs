@@ -188,7 +188,12 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
         _ => None,
     } {
         let n = argv.get(at).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
-        return argv.iter().skip(at + 1).take(n).map(|k| k.as_ref()).collect();
+        return argv
+            .iter()
+            .skip(at + 1)
+            .take(n)
+            .map(|k| k.as_ref())
+            .collect();
     }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {

@@ -224,10 +224,7 @@ impl Session {
             // Try only the keys this client is first in line for: for the others, the
             // clients ahead take any element (in Redis those keys are empty for it).
             if let Some(attempt) = only_keys(&cmd, |k| ticket.is_head(k)) {
-                let rx = self
-                    .shared
-                    .proposer
-                    .submit_as(self.user.clone(), attempt);
+                let rx = self.shared.proposer.submit_as(self.user.clone(), attempt);
                 let reply = await_write(rx, self.write_deadline()).await;
                 if !matches!(reply, Reply::NilArray | Reply::Nil) {
                     // Dropping the ticket (here) lets the next client in line try.
