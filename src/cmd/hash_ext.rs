@@ -211,7 +211,7 @@ impl Replicated for HIncrByFloat {
             Ok(c) => c,
             Err(e) => return e,
         };
-        let Ok(sum) = current.add(by) else {
+        let Ok(sum) = current.checked_add(by) else {
             return Reply::err("ERR increment would produce NaN or Infinity");
         };
         let text = Bytes::from(sum.to_human());

@@ -401,7 +401,7 @@ impl LongDouble {
     }
 
     /// The correctly rounded sum (round to nearest, ties to even); `Err(Inf)` on overflow.
-    pub fn add(self, o: LongDouble) -> Result<LongDouble, NotFinite> {
+    pub fn checked_add(self, o: LongDouble) -> Result<LongDouble, NotFinite> {
         if o.is_zero() {
             return Ok(if self.is_zero() {
                 LongDouble {
@@ -473,7 +473,7 @@ mod tests {
     }
 
     fn sum(a: &str, b: &str) -> String {
-        ld(a).add(ld(b)).unwrap().to_human()
+        ld(a).checked_add(ld(b)).unwrap().to_human()
     }
 
     // Expected strings are redis-server 7.0.15's replies to HSET h f A, HINCRBYFLOAT h f B.
@@ -514,6 +514,6 @@ mod tests {
     #[test]
     fn overflow_is_infinite() {
         let big = ld("1.1e4932");
-        assert_eq!(big.add(big), Err(NotFinite::Inf));
+        assert_eq!(big.checked_add(big), Err(NotFinite::Inf));
     }
 }
