@@ -103,13 +103,12 @@ fn blocked_clients_are_served_in_arrival_order() {
     let pal = Server::start();
     let mut p = pal.conn();
     for round in 0..3 {
-        let mut ws = block_in_order(
-            || pal.conn(),
-            &mut p,
-            &["BLPOP q 10", "BLPOP q 10", "BLPOP q 10", "BLPOP q 10"],
-        );
-        // One push of four elements: the first waiter gets the first, and so on.
-        p.c("RPUSH q e1 e2 e3 e4");
+        // Sixteen waiters, so that (without the queue) their retries, all woken by one push,
+        // would race on the runtime's worker threads.
+        let mut ws = block_in_order(|| pal.conn(), &mut p, &["BLPOP q 10"; 16]);
+        // One push of sixteen elements: the first waiter gets the first, and so on.
+        let elems: Vec<String> = (1..=16).map(|i| format!("e{i}")).collect();
+        p.c(&format!("RPUSH q {}", elems.join(" ")));
         for (i, w) in ws.iter_mut().enumerate() {
             let want = format!("e{}", i + 1);
             assert_reply(
