@@ -1,7 +1,7 @@
 //! Hashes: `HSET key field value [field value ...]`, `HMSET` (same, replies +OK),
 //! `HSETNX key field value`, `HGET key field`, `HMGET key field [field ...]`,
 //! `HDEL key field [field ...]`, `HEXISTS key field`, `HINCRBY key field increment`,
-//! `HLEN key`, `HGETALL key`, `HKEYS key`, `HVALS key`.
+//! `HLEN key`, `HGETALL key`, `HKEYS key`, `HVALS key`, `HSTRLEN key field`.
 //!
 //! Fields keep insertion order (see [`crate::state::Hash`]), so HGETALL replies match a
 //! Redis small hash byte for byte.
@@ -78,6 +78,11 @@ pub static COMMANDS: &[Spec] = &[
         "2.0.0",
         "hash",
     ),
+    Spec::new("hstrlen", 3, READ_FAST, ONE_KEY, parse_read).docs(
+        "Return the length of a hash field's value",
+        "3.2.0",
+        "hash",
+    ),
 ];
 
 /// Which reply an HSET-like command gives.
@@ -139,6 +144,8 @@ pub enum HReadOp {
     Keys,
     /// HVALS.
     Vals,
+    /// HSTRLEN.
+    StrLen(Bytes),
 }
 
 /// A read-only hash command.
@@ -198,6 +205,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
         "hlen" => HReadOp::Len,
         "hkeys" => HReadOp::Keys,
         "hvals" => HReadOp::Vals,
+        "hstrlen" => HReadOp::StrLen(args.arg()?),
         _ => HReadOp::GetAll,
     };
     Ok(Request::Read(Command::HRead(HRead { key, op })))
@@ -342,6 +350,7 @@ impl Replicated for HRead {
             ),
             HReadOp::Keys => Reply::Array(hash.keys().cloned().map(Reply::Bulk).collect()),
             HReadOp::Vals => Reply::Array(hash.values().cloned().map(Reply::Bulk).collect()),
+            HReadOp::StrLen(f) => Reply::Int(hash.get(f).map_or(0, |v| v.len() as i64)),
         }
     }
 }

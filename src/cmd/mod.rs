@@ -31,16 +31,20 @@ pub mod float80;
 pub mod get;
 pub mod getex;
 pub mod hash;
+pub mod hash_ext;
 pub mod incr;
 pub mod info;
 pub mod keyinfo;
 pub mod keys;
 pub mod latency;
 pub mod lcs;
+pub mod ledit;
 pub mod list;
+pub mod lmove;
 pub mod lock;
 pub mod lockinfo;
 pub mod lockwait;
+pub mod longdouble;
 pub mod memory;
 pub mod mget;
 pub mod multi;
@@ -125,6 +129,7 @@ registry::commands! {
         39 => LockPurge(LockPurge),
     ],
     hash: [22 => HSet(HSet), 23 => HDel(HDel), 24 => HIncrBy(HIncrBy), 25 => HRead(HRead)],
+    hash_ext: [92 => HIncrByFloat(HIncrByFloat), 93 => HRandField(HRandField), 94 => HScan(HScan)],
     list: [26 => Push(Push), 27 => Pop(Pop), 29 => LRead(LRead)],
     blpop: [28 => BPop(BPop)],
     sets: [
@@ -137,6 +142,8 @@ registry::commands! {
         66 => SRead(SRead),
     ],
     sort: [67 => Sort(Sort)],
+    lmove: [85 => LMove(LMove), 86 => LMPop(LMPop)],
+    ledit: [87 => LSet(LSet), 88 => LInsert(LInsert), 89 => LRem(LRem), 90 => LTrim(LTrim), 91 => LPos(LPos)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
     pubsub: [],

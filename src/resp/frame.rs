@@ -45,6 +45,9 @@ pub enum Reply {
     Verbatim(String),
     /// An out-of-band push (pub/sub messages): `>n` in RESP3, `*n` in RESP2.
     Push(#[serde(deserialize_with = "super::nesting::nested")] Vec<Reply>),
+    /// Pairs (HRANDFIELD ... WITHVALUES): a flat array in RESP2, an array of two-element
+    /// arrays in RESP3.
+    Pairs(#[serde(deserialize_with = "super::nesting::nested")] Vec<(Reply, Reply)>),
 }
 
 impl Reply {
@@ -109,6 +112,21 @@ impl Reply {
             }
             Reply::Verbatim(s) => bulk(out, s.as_bytes()),
             Reply::Push(items) => seq(out, if resp3 { b'>' } else { b'*' }, items, proto),
+            Reply::Pairs(pairs) if resp3 => {
+                line(out, b'*', pairs.len().to_string().as_bytes());
+                for (k, v) in pairs {
+                    line(out, b'*', b"2");
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                for (k, v) in pairs {
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+            }
         }
     }
 }

@@ -63,6 +63,20 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value
             Value::Table(t)
         }
         Reply::Verbatim(s) => Value::String(lua.create_string(s)?),
+        Reply::Pairs(pairs) if !resp3 => {
+            let flat: Vec<Reply> = pairs
+                .iter()
+                .flat_map(|(k, v)| [k.clone(), v.clone()])
+                .collect();
+            Value::Table(array(lua, &flat, resp3)?)
+        }
+        Reply::Pairs(pairs) => {
+            let nested: Vec<Reply> = pairs
+                .iter()
+                .map(|(k, v)| Reply::Array(vec![k.clone(), v.clone()]))
+                .collect();
+            Value::Table(array(lua, &nested, resp3)?)
+        }
     })
 }
 

@@ -7,6 +7,7 @@ pub mod clients;
 pub mod errors;
 pub mod forward;
 pub mod housekeeping;
+pub mod listwait;
 pub mod lockwait;
 pub mod proposer;
 pub mod reader;
@@ -166,6 +167,8 @@ pub struct Shared {
     pub sync: Arc<crate::store::log::SyncStats>,
     /// This node's clients waiting in a lock queue.
     pub waiters: lockwait::Waiters,
+    /// This node's clients blocked in BLPOP and the other blocking pops, in arrival order.
+    pub list_waiters: listwait::ListWaiters,
     /// CONFIG's parameters; the live ones are read from here, not from `config`.
     pub settings: crate::cmd::config::Store,
     /// Commands slower than `slowlog-log-slower-than`.
@@ -761,6 +764,7 @@ impl Server {
             db: node.db.clone(),
             sync: node.sync.clone(),
             waiters: lockwait::Waiters::new(config.node_id, clock.boot),
+            list_waiters: listwait::ListWaiters::default(),
             settings: crate::cmd::config::Store::new(&start_params(
                 &config,
                 plain_port,

@@ -348,9 +348,9 @@ impl Session {
                 let reply = self.lock_wait(lock, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
-            Ok(Request::Write(Command::BPop(pop))) => {
+            Ok(Request::Write(c)) if blocking::wait_spec(&c).is_some() => {
                 self.finish_slots(stream).await?;
-                let reply = self.blocking_pop(pop, stream).await;
+                let reply = self.blocking_pop(c, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Write(

@@ -201,6 +201,20 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
         let n = argv.get(1).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(2).take(n).map(|k| k.as_ref()).collect();
     }
+    // `LMPOP numkeys key ...`, `BLMPOP timeout numkeys key ...`.
+    if let Some(at) = match spec.name {
+        "lmpop" => Some(1),
+        "blmpop" => Some(2),
+        _ => None,
+    } {
+        let n = argv.get(at).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        return argv
+            .iter()
+            .skip(at + 1)
+            .take(n)
+            .map(|k| k.as_ref())
+            .collect();
+    }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
         return argv.get(2).map(|k| k.as_ref()).into_iter().collect();

@@ -1,5 +1,5 @@
-//! Session commands that wait inline: BLPOP/BRPOP (retry on a push to one of the keys, until
-//! the timeout) and the transaction commands (EXEC sends the queue as one replicated unit;
+//! Session commands that wait inline: BLPOP/BRPOP, BLMOVE/BRPOPLPUSH and BLMPOP (retry on a
+//! push to one of the keys, until the timeout) and the transaction commands (EXEC sends the queue as one replicated unit;
 //! WATCH reads key versions).
 
 use std::time::Duration;
@@ -12,10 +12,43 @@ use tokio::time::Instant;
 use super::txn::{exec_abort, Queued};
 use super::{await_read, await_write, Session};
 use crate::cmd::blpop::BPop;
+use crate::cmd::lmove::LMPop;
 use crate::cmd::multi::{Exec, TxnCmd, Versions};
 use crate::cmd::{Command, ConnCmd, Request, Spec};
 use crate::resp::{Args, Reply};
 use crate::state::Event;
+
+/// The keys a blocking command waits on and its timeout in ms (0: forever); `None` for a
+/// command that does not block (including LMOVE, RPOPLPUSH and LMPOP).
+pub fn wait_spec(cmd: &Command) -> Option<(&[Bytes], u64)> {
+    match cmd {
+        Command::BPop(p) => Some((&p.keys, p.timeout_ms)),
+        Command::LMove(m) => m.timeout_ms.map(|t| (std::slice::from_ref(&m.src), t)),
+        Command::LMPop(m) => m.timeout_ms.map(|t| (m.keys.as_slice(), t)),
+        _ => None,
+    }
+}
+
+/// The blocking command restricted to the keys `keep` accepts (in their order), or `None`
+/// if it keeps none.
+fn only_keys(cmd: &Command, keep: impl Fn(&[u8]) -> bool) -> Option<Command> {
+    let filter = |keys: &[Bytes]| -> Option<Vec<Bytes>> {
+        let kept: Vec<Bytes> = keys.iter().filter(|k| keep(k)).cloned().collect();
+        (!kept.is_empty()).then_some(kept)
+    };
+    Some(match cmd {
+        Command::BPop(p) => Command::BPop(BPop {
+            keys: filter(&p.keys)?,
+            ..p.clone()
+        }),
+        Command::LMPop(m) => Command::LMPop(LMPop {
+            keys: filter(&m.keys)?,
+            ..m.clone()
+        }),
+        Command::LMove(m) if keep(&m.src) => cmd.clone(),
+        _ => return None,
+    })
+}
 
 /// Commands that run immediately even inside MULTI.
 pub fn runs_inside_multi(name: &str) -> bool {
@@ -162,12 +195,15 @@ impl Session {
         Reply::Array(out)
     }
 
-    /// BLPOP/BRPOP: pop now if possible; otherwise wait for a push to one of the keys to be
-    /// applied on this node (from any client, script or node), then try again, until the
-    /// timeout. The timeout reply is a null array (`*-1`, or `_` in RESP3).
-    pub(super) async fn blocking_pop(&mut self, pop: BPop, stream: &mut ClientStream) -> Reply {
-        let until =
-            (pop.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(pop.timeout_ms));
+    /// BLPOP/BRPOP/BLMOVE/BRPOPLPUSH/BLMPOP: pop now if possible; otherwise wait for a push
+    /// to one of the keys to be applied on this node (from any client, script or node), then
+    /// try again, until the timeout. An attempt that finds nothing replies a null (BLMOVE) or
+    /// a null array; the timeout reply is a null array (`*-1`, or `_` in RESP3) for all.
+    pub(super) async fn blocking_pop(&mut self, cmd: Command, stream: &mut ClientStream) -> Reply {
+        let Some((keys, timeout_ms)) = wait_spec(&cmd).map(|(k, t)| (k.to_vec(), t)) else {
+            return Reply::err("ERR internal: not a blocking command");
+        };
+        let until = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
         // Subscribe before the first attempt, so a push applied after it is never missed.
         let Some(mut events) = self
             .shared
@@ -180,15 +216,20 @@ impl Session {
         };
         let mut watch_peer = true;
         let shared = self.shared.clone();
+        // Queue first (node-local FIFO, `server::listwait`): a client that finds others
+        // already waiting on one of its keys waits for its turn instead of trying at once.
+        let ticket = shared.list_waiters.join(&keys);
         let mut blocked = None;
         loop {
-            let rx = self
-                .shared
-                .proposer
-                .submit_as(self.user.clone(), Command::BPop(pop.clone()));
-            let reply = await_write(rx, self.write_deadline()).await;
-            if !matches!(reply, Reply::NilArray) {
-                return reply;
+            // Try only the keys this client is first in line for: for the others, the
+            // clients ahead take any element (in Redis those keys are empty for it).
+            if let Some(attempt) = only_keys(&cmd, |k| ticket.is_head(k)) {
+                let rx = self.shared.proposer.submit_as(self.user.clone(), attempt);
+                let reply = await_write(rx, self.write_deadline()).await;
+                if !matches!(reply, Reply::NilArray | Reply::Nil) {
+                    // Dropping the ticket (here) lets the next client in line try.
+                    return reply;
+                }
             }
             // Nothing to pop: from now until it returns, the client is blocked (tests wait
             // for the mark instead of sleeping).
@@ -203,11 +244,14 @@ impl Session {
                 let mut probe = [0u8; 1];
                 tokio::select! {
                     ev = events.recv() => match ev {
-                        Ok(Event::Touched(k)) if pop.keys.contains(&k) => break,
+                        // Only the first client in the key's queue takes a push.
+                        Ok(Event::Touched(k)) if keys.contains(&k) && ticket.is_head(&k) => break,
                         Ok(_) => {}
                         Err(RecvError::Lagged(_)) => break,
                         Err(RecvError::Closed) => return Reply::err("ERR server is shutting down"),
                     },
+                    // A client ahead left: an element may be there for this one.
+                    _ = ticket.turn.notified() => break,
                     _ = timeout => return Reply::NilArray,
                     _ = self.stop.changed() => return Reply::err("ERR server is shutting down"),
                     // Notice a client that hangs up while blocked (data means it is alive).
