@@ -131,7 +131,7 @@ pub fn reply_units(r: &Reply) -> u64 {
         Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items
             .iter()
             .fold(items.len() as u64, |n, i| n.saturating_add(reply_units(i))),
-        Reply::Map(pairs) => pairs.iter().fold(2 * pairs.len() as u64, |n, (k, v)| {
+        Reply::Map(pairs) | Reply::Pairs(pairs) => pairs.iter().fold(2 * pairs.len() as u64, |n, (k, v)| {
             n.saturating_add(reply_units(k))
                 .saturating_add(reply_units(v))
         }),
