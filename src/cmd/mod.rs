@@ -13,6 +13,7 @@
 
 pub mod acl;
 pub mod blpop;
+pub mod bzpop;
 pub mod client;
 pub mod command;
 pub mod config;
@@ -54,6 +55,9 @@ pub mod time;
 pub mod ttl;
 pub mod type_;
 pub mod unlock;
+pub mod zrange;
+pub mod zset;
+pub mod zsetop;
 
 pub use connection::ConnCmd;
 pub use expiry::Expiry;
@@ -109,6 +113,16 @@ registry::commands! {
     hash: [22 => HSet(HSet), 23 => HDel(HDel), 24 => HIncrBy(HIncrBy), 25 => HRead(HRead)],
     list: [26 => Push(Push), 27 => Pop(Pop), 29 => LRead(LRead)],
     blpop: [28 => BPop(BPop)],
+    zset: [
+        70 => ZAdd(ZAdd),
+        71 => ZRem(ZRem),
+        72 => ZRemRange(ZRemRange),
+        73 => ZPop(ZPop),
+        74 => ZRead(ZRead),
+    ],
+    zrange: [75 => ZRange(ZRange), 76 => ZRangeStore(ZRangeStore)],
+    zsetop: [77 => ZSetOp(ZSetOp), 78 => ZSetOpStore(ZSetOpStore)],
+    bzpop: [79 => BZPop(BZPop)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
     pubsub: [],

@@ -31,6 +31,8 @@ pub enum Value {
     Hash(Box<Hash>),
     /// A Redis list (never empty while stored).
     List(List),
+    /// A Redis sorted set (never empty while stored). Boxed, for the size reason `Hash` gives.
+    ZSet(Box<super::ZSet>),
 }
 
 impl Value {
@@ -40,6 +42,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -49,6 +52,7 @@ impl Value {
             Value::Str(_) => false,
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
         }
     }
 }
@@ -258,6 +262,15 @@ impl Keyspace {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::List(l)) => Ok(Some(l)),
+            Some(_) => Err(Error::WrongType),
+        }
+    }
+
+    /// The live sorted set at `key`, `Ok(None)` if absent, or [`Error::WrongType`].
+    pub fn get_zset(&self, key: &[u8], now: u64) -> Result<Option<&super::ZSet>, Error> {
+        match self.get(key, now).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::ZSet(z)) => Ok(Some(z)),
             Some(_) => Err(Error::WrongType),
         }
     }

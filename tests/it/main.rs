@@ -37,3 +37,4 @@ mod transactions;
 mod types;
 mod upgrade;
 mod write_path;
+mod diff_zsets;

@@ -117,6 +117,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "string" => add("string"),
         "list" => add("list"),
         "hash" => add("hash"),
+        "sorted-set" => add("sortedset"),
         "generic" => add("keyspace"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
@@ -180,6 +181,22 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
         let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
+    }
+    // Sorted-set commands whose keys follow a `numkeys` (Redis's movablekeys), after the
+    // destination for the store variants.
+    let numkeys_at = match spec.name {
+        "zmpop" | "zinter" | "zunion" | "zdiff" | "zintercard" => Some(1),
+        "zinterstore" | "zunionstore" | "zdiffstore" | "bzmpop" => Some(2),
+        _ => None,
+    };
+    if let Some(at) = numkeys_at {
+        let n = argv.get(at).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        let dst = argv
+            .get(1)
+            .filter(|_| at == 2 && spec.name != "bzmpop")
+            .map(|k| k.as_ref());
+        let srcs = argv.iter().skip(at + 1).take(n).map(|k| k.as_ref());
+        return dst.into_iter().chain(srcs).collect();
     }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
