@@ -10,7 +10,6 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::blpop::parse_timeout;
-use super::registry::flags::BLOCKING;
 use super::registry::{Replicated, Spec, NO_KEYS};
 use super::zset::{parse_mpop_tail, PopForm, ZPop};
 use super::{Command, Ctx, Request};
@@ -38,9 +37,6 @@ pub static COMMANDS: &[Spec] = &[
         "sorted-set",
     ),
 ];
-
-// Keeps the flag set shared with BLPOP in view (BZPOP's rows add `fast`).
-const _: &[&str] = BLOCKING;
 
 /// A blocking sorted-set pop.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -315,7 +315,7 @@ pub fn parse_zadd(args: &mut Args) -> Result<Request, Reply> {
         }
         rest.drain(..flags);
     }
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return Err(syntax_error());
     }
     if z.nx && z.xx {
@@ -671,11 +671,9 @@ impl Replicated for ZPop {
 
     /// Pops from the first non-empty key.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        if self.count == 0 && self.form != PopForm::Multi {
-            return Reply::Array(vec![]);
-        }
         let key = match self.first_key(ks, ctx.now) {
             Err(e) => return e,
+            Ok(_) if self.count == 0 => return Reply::Array(vec![]),
             Ok(None) if self.form == PopForm::Multi => return Reply::NilArray,
             Ok(None) => return Reply::Array(vec![]),
             Ok(Some(k)) => k,
@@ -881,6 +879,9 @@ impl Replicated for ZRead {
             Ok(None) => match &self.op {
                 ZReadOp::RandOne => return Reply::Nil,
                 ZReadOp::Rand(..) => return Reply::Array(vec![]),
+                ZReadOp::Scan(..) => {
+                    return Reply::Array(vec![Reply::text("0"), Reply::Array(vec![])])
+                }
                 _ => &empty,
             },
             Ok(Some(z)) => z,

@@ -177,8 +177,8 @@ impl OpSpec {
             let algebra = self.op != SetOp::Diff && !self.card_only;
             match word.as_slice() {
                 b"WEIGHTS" if algebra && left > n => {
-                    for i in 0..n {
-                        o.weights[i] = parse_float(&a[j + 1 + i])
+                    for (w, raw) in o.weights.iter_mut().zip(&a[j + 1..]) {
+                        *w = parse_float(raw)
                             .ok_or_else(|| Reply::err("ERR weight value is not a float"))?;
                     }
                     j += 1 + n;

@@ -175,6 +175,9 @@ impl ZSet {
     /// Sets the score of `member`; returns the old score. A score equal to the old one
     /// (`-0` equals `0`) keeps the stored one, as Redis does.
     pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
+        // Redis 7.0 replies `0` for a member added with `-0` (its listpack keeps the score as
+        // text), so a zero is stored positive.
+        let score = if score == 0.0 { 0.0 } else { score };
         if let Some(old) = self.scores.get(&member).copied() {
             if Score(old) != Score(score) {
                 self.order.remove(&(Score(old), member.clone()));
@@ -268,8 +271,9 @@ mod tests {
         let got: Vec<_> = z.iter().map(|(m, s)| (m.clone(), s)).collect();
         assert_eq!(
             got,
-            vec![(b("d"), -0.0), (b("c"), 0.5), (b("a"), 1.0), (b("b"), 1.0)]
+            vec![(b("d"), 0.0), (b("c"), 0.5), (b("a"), 1.0), (b("b"), 1.0)]
         );
+        assert!(z.score(b"d").is_some_and(|s| s.is_sign_positive()));
         assert_eq!(z.rank(b"a"), Some(2));
         assert_eq!(z.rank(b"x"), None);
     }

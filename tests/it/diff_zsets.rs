@@ -281,6 +281,12 @@ fn pop_and_algebra_steps() -> Vec<Step> {
         "ZSCAN nosuch 0",
         "ZSCAN s 0",
         "ZSCAN s 0 FOO",
+        "ZSCAN nosuch 0 FOO",
+        "ZPOPMIN s 0",
+        "ZPOPMIN nosuch 0",
+        "ZADD m0 -0 c",
+        "ZSCORE m0 c",
+        "ZINCRBY m0 -0 c",
     ]
     .iter()
     .map(|l| same(l))
