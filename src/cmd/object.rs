@@ -256,7 +256,8 @@ fn hash_fits(pairs: &[(Bytes, Bytes)], t: &Thresholds) -> bool {
 }
 
 fn zset_fits(pairs: &[(Bytes, Bytes)], t: &Thresholds) -> bool {
-    pairs.len() as i64 <= t.zset_entries && pairs.iter().all(|(m, _)| m.len() as i64 <= t.zset_value)
+    pairs.len() as i64 <= t.zset_entries
+        && pairs.iter().all(|(m, _)| m.len() as i64 <= t.zset_value)
 }
 
 impl Value {

@@ -226,7 +226,12 @@ impl Replicated for ZRange {
         if self.spec.withscores {
             Reply::Pairs(items.into_iter().map(|(m, s)| pair(m, s)).collect())
         } else {
-            Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m.clone())).collect())
+            Reply::Array(
+                items
+                    .into_iter()
+                    .map(|(m, _)| Reply::Bulk(m.clone()))
+                    .collect(),
+            )
         }
     }
 }
@@ -247,7 +252,11 @@ pub fn parse_zrangestore(args: &mut Args) -> Result<Request, Reply> {
     let dst = args.arg()?;
     let src = args.arg()?;
     let spec = parse_spec("zrangestore", args, true)?;
-    Ok(Request::Write(Command::ZRangeStore(ZRangeStore { dst, src, spec })))
+    Ok(Request::Write(Command::ZRangeStore(ZRangeStore {
+        dst,
+        src,
+        spec,
+    })))
 }
 
 impl Replicated for ZRangeStore {

@@ -147,7 +147,11 @@ pub fn parse_float(b: &[u8]) -> Option<f64> {
     if (v.is_infinite() && !literal_inf) || v.is_nan() {
         return None;
     }
-    if v == 0.0 && s.bytes().take_while(|c| *c != b'e' && *c != b'E').any(|c| (b'1'..=b'9').contains(&c)) {
+    if v == 0.0
+        && s.bytes()
+            .take_while(|c| *c != b'e' && *c != b'E')
+            .any(|c| (b'1'..=b'9').contains(&c))
+    {
         return None; // underflow
     }
     Some(v)
@@ -352,11 +356,7 @@ impl Replicated for ZAdd {
             Ok(z) => z.is_some(),
         };
         if !exists && self.xx {
-            return if self.incr {
-                Reply::Nil
-            } else {
-                Reply::Int(0)
-            };
+            return if self.incr { Reply::Nil } else { Reply::Int(0) };
         }
         let z = match zset_mut(ks, &self.key, ctx.now, true) {
             Err(e) => return e,
@@ -517,7 +517,12 @@ impl Replicated for ZRemRange {
             Ok(Some(z)) => match &self.range {
                 RemRange::Rank(a, b) => match rank_span(*a, *b, z.len()) {
                     None => Vec::new(),
-                    Some((a, b)) => z.iter().skip(a).take(b - a + 1).map(|(m, _)| m.clone()).collect(),
+                    Some((a, b)) => z
+                        .iter()
+                        .skip(a)
+                        .take(b - a + 1)
+                        .map(|(m, _)| m.clone())
+                        .collect(),
                 },
                 RemRange::Score(r) => z.by_score(r).into_iter().map(|(m, _)| m.clone()).collect(),
                 RemRange::Lex(r) => z.by_lex(r).into_iter().map(|(m, _)| m.clone()).collect(),
@@ -566,13 +571,10 @@ pub fn parse_zpop(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let count = match args.remaining() {
         0 => None,
-        1 => {
-            let n = long(&args.arg()?)?;
-            if n < 0 {
-                return Err(Reply::err("ERR value is out of range, must be positive"));
-            }
-            Some(n as u64)
-        }
+        1 => match parse_i64(&args.arg()?) {
+            Some(n) if n >= 0 => Some(n as u64),
+            _ => return Err(Reply::err("ERR value is out of range, must be positive")),
+        },
         _ => return Err(syntax_error()),
     };
     Ok(Request::Write(Command::ZPop(ZPop {
@@ -650,7 +652,11 @@ impl ZPop {
         if let Ok(Some(z)) = zset_mut(ks, key, now, false) {
             let n = (self.count as usize).min(z.len());
             let picked: Vec<(Bytes, f64)> = if self.max {
-                z.iter().rev().take(n).map(|(m, s)| (m.clone(), s)).collect()
+                z.iter()
+                    .rev()
+                    .take(n)
+                    .map(|(m, s)| (m.clone(), s))
+                    .collect()
             } else {
                 z.iter().take(n).map(|(m, s)| (m.clone(), s)).collect()
             };
@@ -761,7 +767,8 @@ fn parse_rand(args: &mut Args) -> Result<ZReadOp, Reply> {
     let n = long(&args.arg()?)?;
     if n == i64::MIN {
         return Err(Reply::err(
-            "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+            // Redis's text, typo included.
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
         ));
     }
     let withscores = match args.remaining() {
@@ -800,7 +807,12 @@ fn members_reply(items: Vec<(&Bytes, f64)>, withscores: bool) -> Reply {
     if withscores {
         Reply::Pairs(items.into_iter().map(|(m, s)| pair(m, s)).collect())
     } else {
-        Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m.clone())).collect())
+        Reply::Array(
+            items
+                .into_iter()
+                .map(|(m, _)| Reply::Bulk(m.clone()))
+                .collect(),
+        )
     }
 }
 
@@ -808,9 +820,12 @@ fn rand_members(z: &ZSet, n: i64, withscores: bool, seed: u64) -> Reply {
     let all: Vec<(&Bytes, f64)> = z.iter().collect();
     let mut rng = Rng::new(seed);
     let picked: Vec<(&Bytes, f64)> = if n < 0 {
-        (0..n.unsigned_abs()).map(|_| all[rng.below(all.len())]).collect()
+        (0..n.unsigned_abs())
+            .map(|_| all[rng.below(all.len())])
+            .collect()
     } else if n as usize >= all.len() {
-        all
+        // The whole set, highest score first, as Redis replies it.
+        all.into_iter().rev().collect()
     } else {
         // A partial Fisher-Yates shuffle: `n` distinct members in random order.
         let mut pool = all;
@@ -901,7 +916,9 @@ impl Replicated for ZRead {
             ZReadOp::RandOne => {
                 let mut rng = Rng::new(ks.revision());
                 let i = rng.below(z.len().max(1));
-                z.iter().nth(i).map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.clone()))
+                z.iter()
+                    .nth(i)
+                    .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.clone()))
             }
             ZReadOp::Rand(n, ws) => rand_members(z, *n, *ws, ks.revision()),
             ZReadOp::Scan(cursor, opts) => scan(z, *cursor, opts),
@@ -940,8 +957,14 @@ mod tests {
         assert_eq!(run_line(&mut ks, "ZADD z INCR 1 a", 0), Reply::Double(6.0));
         assert_eq!(run_line(&mut ks, "ZADD z NX INCR 1 a", 0), Reply::Nil);
         assert_eq!(run_line(&mut ks, "ZADD z 2 b 2", 0), syntax_error());
-        assert_eq!(run_line(&mut ks, "ZADD z INCR inf x", 0), Reply::Double(f64::INFINITY));
-        assert_eq!(run_line(&mut ks, "ZINCRBY z -inf x", 0), Reply::err(NAN_SCORE));
+        assert_eq!(
+            run_line(&mut ks, "ZADD z INCR inf x", 0),
+            Reply::Double(f64::INFINITY)
+        );
+        assert_eq!(
+            run_line(&mut ks, "ZINCRBY z -inf x", 0),
+            Reply::err(NAN_SCORE)
+        );
         assert_eq!(run_line(&mut ks, "ZCARD z", 0), Reply::Int(3));
         assert_eq!(run_line(&mut ks, "ZREM z a b x", 0), Reply::Int(3));
         assert_eq!(run_line(&mut ks, "EXISTS z", 0), Reply::Int(0));

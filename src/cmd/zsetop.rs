@@ -140,7 +140,9 @@ fn spec(name: &str, args: &mut Args, store: bool) -> Result<OpSpec, Reply> {
 /// Parses ZINTER, ZUNION, ZDIFF and ZINTERCARD.
 pub fn parse_op(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
-    Ok(Request::Read(Command::ZSetOp(ZSetOp(spec(&name, args, false)?))))
+    Ok(Request::Read(Command::ZSetOp(ZSetOp(spec(
+        &name, args, false,
+    )?))))
 }
 
 /// Parses ZINTERSTORE, ZUNIONSTORE and ZDIFFSTORE.
@@ -148,7 +150,10 @@ pub fn parse_store(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     let dst = args.arg()?;
     let spec = spec(&name, args, true)?;
-    Ok(Request::Write(Command::ZSetOpStore(ZSetOpStore { dst, spec })))
+    Ok(Request::Write(Command::ZSetOpStore(ZSetOpStore {
+        dst,
+        spec,
+    })))
 }
 
 /// The members and scores of an input value, or None for a type Redis refuses. Redis also

@@ -164,7 +164,11 @@ pub fn format_double(d: f64) -> String {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        out.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+        out.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
     } else if exp < 0 {
         out.push_str("0.");
         out.push_str(&"0".repeat((-exp - 1) as usize));

@@ -69,7 +69,9 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value
             t.raw_set("double", *d)?;
             Value::Table(t)
         }
-        Reply::Double(d) => Value::String(lua.create_string(crate::resp::frame::format_double(*d))?),
+        Reply::Double(d) => {
+            Value::String(lua.create_string(crate::resp::frame::format_double(*d))?)
+        }
         Reply::Pairs(pairs) if !resp3 => {
             let flat: Vec<Reply> = pairs
                 .iter()

@@ -201,7 +201,9 @@ impl ZSet {
 
     /// Members and scores, lowest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> + '_ {
-        self.order.iter().map(|(s, m)| (m, self.scores.get(m).copied().unwrap_or(s.0)))
+        self.order
+            .iter()
+            .map(|(s, m)| (m, self.scores.get(m).copied().unwrap_or(s.0)))
     }
 
     /// The 0-based rank of `member`, lowest first (O(n)).
@@ -315,7 +317,9 @@ mod tests {
 
     #[test]
     fn serde_round_trip() {
-        let z: ZSet = [(b("x"), f64::INFINITY), (b("y"), -1.5)].into_iter().collect();
+        let z: ZSet = [(b("x"), f64::INFINITY), (b("y"), -1.5)]
+            .into_iter()
+            .collect();
         let bytes = postcard::to_allocvec(&z).unwrap();
         let back: ZSet = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back, z);

@@ -336,7 +336,9 @@ mod tests {
             panic!("{want:?}")
         };
         let members: Vec<_> = pairs.iter().map(|(m, _)| m.clone()).collect();
-        let want: Vec<_> = ["m", "f", "a", "c", "b", "i"].map(crate::resp::Reply::bulk).to_vec();
+        let want: Vec<_> = ["m", "f", "a", "c", "b", "i"]
+            .map(crate::resp::Reply::bulk)
+            .to_vec();
         assert_eq!(members, want);
     }
 

@@ -3,6 +3,9 @@
 //! only where Redis's answer is fixed (missing keys, counts covering the whole set, errors),
 //! and ZSCAN only on small sets (returned whole by both, in score order).
 
+use std::time::{Duration, Instant};
+
+use crate::common::*;
 use crate::differential::{diff, same, Step};
 
 /// Redisson's queue pattern first (fair lock, semaphore, rate limiter), then every option.
@@ -269,7 +272,10 @@ fn pop_and_algebra_steps() -> Vec<Step> {
         "ZRANDMEMBER a x",
         "ZRANDMEMBER a 1 FOO",
         "ZRANDMEMBER a 1 WITHSCORES FOO",
-        "ZRANDMEMBER s 1",
+        "SET str v",
+        "ZRANDMEMBER str 1",
+        "ZRANDMEMBER str",
+        "ZRANDMEMBER a 3 WITHSCORES",
         "ZRANDMEMBER a -9223372036854775808",
         "ZRANDMEMBER a -9223372036854775807 WITHSCORES",
         "ZSCAN a 0",
@@ -282,6 +288,17 @@ fn pop_and_algebra_steps() -> Vec<Step> {
         "ZSCAN s 0",
         "ZSCAN s 0 FOO",
         "ZSCAN nosuch 0 FOO",
+        "ZADD bz 1 a 2 b 3 c",
+        "BZPOPMIN bz 0",
+        "BZPOPMAX nosuch bz 0",
+        "BZPOPMIN nosuch 0.01",
+        "BZPOPMIN bz x",
+        "BZPOPMIN bz -1",
+        "BZPOPMIN s 0",
+        "BZMPOP 0.01 1 nosuch MIN",
+        "BZMPOP 0 2 nosuch bz MAX COUNT 2",
+        "BZMPOP 0 0 bz MAX",
+        "BZMPOP 0 1 bz MID",
         "ZPOPMIN s 0",
         "ZPOPMIN nosuch 0",
         "ZADD m0 -0 c",
@@ -301,4 +318,75 @@ fn zset_pops_and_algebra_resp2() {
 #[test]
 fn zset_pops_and_algebra_resp3() {
     diff(3, &pop_and_algebra_steps());
+}
+
+/// BZPOPMIN waits for a ZADD from another client, as BLPOP waits for a push; BZMPOP too.
+#[test]
+fn bzpopmin_is_woken_by_zadd() {
+    let pal = Server::start();
+    let mut waiter = pal.conn();
+    let mut adder = pal.conn();
+    let start = Instant::now();
+    waiter.send(&words("BZPOPMIN nothing zq 10"));
+    wait_blocked(&mut adder, 1);
+    assert_reply(&adder.c("ZADD zq 5 m 7 n"), b":2\r\n", "zadd");
+    assert_reply(
+        &waiter.read_reply(),
+        b"*3\r\n$2\r\nzq\r\n$1\r\nm\r\n$1\r\n5\r\n",
+        "woken BZPOPMIN",
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    waiter.send(&words("BZMPOP 10 1 zq2 MAX COUNT 2"));
+    wait_blocked(&mut adder, 1);
+    adder.c("ZADD zq2 1 a 2 b 3 c");
+    assert_reply(
+        &waiter.read_reply(),
+        b"*2\r\n$3\r\nzq2\r\n*2\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n",
+        "woken BZMPOP",
+    );
+    assert_reply(&waiter.c("ZCARD zq2"), b":1\r\n", "after BZMPOP");
+}
+
+/// Sets past the listpack limits (129 members, or a member over 64 bytes): encoding,
+/// ranks and ranges on the bigger structure.
+fn large_steps() -> Vec<Step> {
+    let mut zadd = vec!["ZADD".to_string(), "big".to_string()];
+    for i in 0..129 {
+        zadd.push(format!("{}", (i * 7919) % 1000) + ".25");
+        zadd.push(format!("member:{i:03}"));
+    }
+    let long = "x".repeat(65);
+    let mut steps = vec![Step::Same(
+        zadd.iter().map(|w| w.as_bytes().to_vec()).collect(),
+    )];
+    let lines = [
+        "OBJECT ENCODING big".to_string(),
+        "ZCARD big".to_string(),
+        "ZRANGE big 100 -1 WITHSCORES".to_string(),
+        "ZRANK big member:077".to_string(),
+        "ZREVRANK big member:077".to_string(),
+        "ZREVRANGEBYSCORE big +inf (500 WITHSCORES LIMIT 3 5".to_string(),
+        "ZCOUNT big 100 (900".to_string(),
+        "ZPOPMAX big 2".to_string(),
+        "ZREMRANGEBYRANK big 0 9".to_string(),
+        "OBJECT ENCODING big".to_string(),
+        "ZRANDMEMBER big 500".to_string(),
+        "ZADD small 1 a".to_string(),
+        "OBJECT ENCODING small".to_string(),
+        format!("ZADD small 2 {long}"),
+        "OBJECT ENCODING small".to_string(),
+        "ZRANGE small 0 -1".to_string(),
+    ];
+    steps.extend(lines.iter().map(|l| same(l)));
+    steps
+}
+
+#[test]
+fn zset_large_resp2() {
+    diff(2, &large_steps());
+}
+
+#[test]
+fn zset_large_resp3() {
+    diff(3, &large_steps());
 }

@@ -105,7 +105,11 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
             one(&c.key),
             none(),
         ),
-        C::ZRangeStore(c) => (&["zrangestore"], vec![c.dst.as_ref(), c.src.as_ref()], none()),
+        C::ZRangeStore(c) => (
+            &["zrangestore"],
+            vec![c.dst.as_ref(), c.src.as_ref()],
+            none(),
+        ),
         C::ZSetOp(c) => (
             &["zinter", "zunion", "zdiff", "zintercard"],
             many(&c.0.keys),
@@ -113,7 +117,9 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         ),
         C::ZSetOpStore(c) => (
             &["zinterstore", "zunionstore", "zdiffstore"],
-            std::iter::once(c.dst.as_ref()).chain(many(&c.spec.keys)).collect(),
+            std::iter::once(c.dst.as_ref())
+                .chain(many(&c.spec.keys))
+                .collect(),
             none(),
         ),
         C::Publish(c) => (&["publish"], none(), vec![c.channel.as_ref()]),
