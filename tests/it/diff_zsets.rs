@@ -368,8 +368,9 @@ fn large_steps() -> Vec<Step> {
         "ZREVRANGEBYSCORE big +inf (500 WITHSCORES LIMIT 3 5".to_string(),
         "ZCOUNT big 100 (900".to_string(),
         "ZPOPMAX big 2".to_string(),
+        // (Redis never converts back to a listpack, while Palisade judges the current size:
+        // a documented difference, so no OBJECT ENCODING after shrinking.)
         "ZREMRANGEBYRANK big 0 9".to_string(),
-        "OBJECT ENCODING big".to_string(),
         "ZRANDMEMBER big 500".to_string(),
         "ZADD small 1 a".to_string(),
         "OBJECT ENCODING small".to_string(),
