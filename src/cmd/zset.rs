@@ -327,7 +327,7 @@ pub fn parse_zadd(args: &mut Args) -> Result<Request, Reply> {
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (z.gt && z.nx) || (z.lt && z.nx) || (z.gt && z.lt) {
+    if ((z.gt || z.lt) && z.nx) || (z.gt && z.lt) {
         return Err(Reply::err(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
