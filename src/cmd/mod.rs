@@ -14,6 +14,7 @@
 pub mod acl;
 pub mod bitops;
 pub mod blpop;
+pub mod bzpop;
 pub mod client;
 pub mod command;
 pub mod config;
@@ -68,6 +69,9 @@ pub mod time;
 pub mod ttl;
 pub mod type_;
 pub mod unlock;
+pub mod zrange;
+pub mod zset;
+pub mod zsetop;
 
 pub use connection::ConnCmd;
 pub use expiry::Expiry;
@@ -144,6 +148,16 @@ registry::commands! {
     sort: [67 => Sort(Sort)],
     lmove: [85 => LMove(LMove), 86 => LMPop(LMPop)],
     ledit: [87 => LSet(LSet), 88 => LInsert(LInsert), 89 => LRem(LRem), 90 => LTrim(LTrim), 91 => LPos(LPos)],
+    zset: [
+        70 => ZAdd(ZAdd),
+        71 => ZRem(ZRem),
+        72 => ZRemRange(ZRemRange),
+        73 => ZPop(ZPop),
+        74 => ZRead(ZRead),
+    ],
+    zrange: [75 => ZRange(ZRange), 76 => ZRangeStore(ZRangeStore)],
+    zsetop: [77 => ZSetOp(ZSetOp), 78 => ZSetOpStore(ZSetOpStore)],
+    bzpop: [79 => BZPop(BZPop)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
     pubsub: [],

@@ -100,6 +100,8 @@ pub enum Value {
     List(Vec<Bytes>),
     /// A set's members.
     Set(Vec<Bytes>),
+    /// A sorted set's members and scores (as ZRANGE WITHSCORES formats them).
+    ZSet(Vec<(Bytes, Bytes)>),
 }
 
 /// The reads that fetch a value of type `kind` (TYPE's reply), or None for a missing key.
@@ -114,6 +116,7 @@ pub fn value_read(kind: &str, key: &Bytes) -> Option<Vec<Bytes>> {
         "hash" => Some(argv(&["HGETALL"])),
         "list" => Some(argv(&["LRANGE", "0", "-1"])),
         "set" => Some(argv(&["SMEMBERS"])),
+        "zset" => Some(argv(&["ZRANGE", "0", "-1", "WITHSCORES"])),
         _ => None,
     }
 }
@@ -150,6 +153,15 @@ impl Value {
             ("set", Reply::Set(items) | Reply::Array(items)) if !items.is_empty() => {
                 Some(Value::Set(bulks(items)?))
             }
+            ("zset", Reply::Pairs(pairs)) if !pairs.is_empty() => {
+                let pairs = pairs.into_iter().map(|(m, s)| match (m, s) {
+                    (Reply::Bulk(m), Reply::Double(d)) => {
+                        Some((m, Bytes::from(crate::resp::frame::format_double(d))))
+                    }
+                    _ => None,
+                });
+                Some(Value::ZSet(pairs.collect::<Option<Vec<_>>>()?))
+            }
             _ => None,
         }
     }
@@ -164,6 +176,10 @@ pub struct Thresholds {
     pub hash_value: i64,
     /// `list-max-listpack-size` (negative: a byte limit, -1 = 4 KiB ... -5 = 64 KiB).
     pub list_size: i64,
+    /// `zset-max-listpack-entries`.
+    pub zset_entries: i64,
+    /// `zset-max-listpack-value` (the longest member).
+    pub zset_value: i64,
 }
 
 /// OBJECT FREQ's error: no LFU policy is ever applied here.
@@ -247,6 +263,11 @@ fn hash_fits(pairs: &[(Bytes, Bytes)], t: &Thresholds) -> bool {
     pairs.len() as i64 <= t.hash_entries && pairs.iter().all(|(k, v)| short(k) && short(v))
 }
 
+fn zset_fits(pairs: &[(Bytes, Bytes)], t: &Thresholds) -> bool {
+    pairs.len() as i64 <= t.zset_entries
+        && pairs.iter().all(|(m, _)| m.len() as i64 <= t.zset_value)
+}
+
 impl Value {
     /// OBJECT ENCODING's answer.
     pub fn encoding(&self, t: &Thresholds) -> &'static str {
@@ -260,6 +281,8 @@ impl Value {
             Value::List(_) => "quicklist",
             Value::Set(m) if super::sets::is_intset(m.iter()) => "intset",
             Value::Set(_) => "hashtable",
+            Value::ZSet(p) if zset_fits(p, t) => "listpack",
+            Value::ZSet(_) => "skiplist",
         }
     }
 
@@ -323,6 +346,20 @@ impl Value {
                 let entries: usize = m.iter().map(|k| DICT_ENTRY + member(k.len())).sum();
                 ROBJ + 56 + malloc_size(table) + entries
             }
+            (Value::ZSet(p), "listpack") => {
+                ROBJ + malloc_size(listpack(p.iter().flat_map(|(m, s)| [m, s])))
+            }
+            (Value::ZSet(p), _) => {
+                // The zset struct, its dict (table and entries) and its skiplist: a header
+                // node of 32 levels, then one node per member (score, member, backward
+                // pointer and about 1.33 levels) and the member's sds.
+                let table = 8 * p.len().next_power_of_two().max(4);
+                let members: usize = p
+                    .iter()
+                    .map(|(m, _)| DICT_ENTRY + malloc_size(24 + 16 * 4 / 3) + sds(m.len()))
+                    .sum();
+                ROBJ + 16 + 56 + malloc_size(table) + 32 + malloc_size(24 + 32 * 16) + members
+            }
         };
         (sds(key.len()) + DICT_ENTRY + value) as i64
     }
@@ -336,6 +373,8 @@ mod tests {
         hash_entries: 512,
         hash_value: 64,
         list_size: -2,
+        zset_entries: 128,
+        zset_value: 64,
     };
 
     fn s(v: &str) -> Value {

@@ -45,8 +45,11 @@ pub enum Reply {
     Verbatim(String),
     /// An out-of-band push (pub/sub messages): `>n` in RESP3, `*n` in RESP2.
     Push(#[serde(deserialize_with = "super::nesting::nested")] Vec<Reply>),
-    /// Pairs (HRANDFIELD ... WITHVALUES): a flat array in RESP2, an array of two-element
-    /// arrays in RESP3.
+    /// A score: `,text` in RESP3; a bulk string in RESP2. Formatted as Redis 7.0 does
+    /// (`%.17g`, `inf`, `-inf`; see [`format_double`]).
+    Double(f64),
+    /// Member/score pairs (WITHSCORES replies): an array of 2-element arrays in RESP3, a
+    /// flat array in RESP2, as Redis 7.0 replies.
     Pairs(#[serde(deserialize_with = "super::nesting::nested")] Vec<(Reply, Reply)>),
 }
 
@@ -112,23 +115,76 @@ impl Reply {
             }
             Reply::Verbatim(s) => bulk(out, s.as_bytes()),
             Reply::Push(items) => seq(out, if resp3 { b'>' } else { b'*' }, items, proto),
-            Reply::Pairs(pairs) if resp3 => {
-                line(out, b'*', pairs.len().to_string().as_bytes());
-                for (k, v) in pairs {
-                    line(out, b'*', b"2");
-                    k.encode(proto, out);
-                    v.encode(proto, out);
-                }
-            }
+            Reply::Double(d) if resp3 => line(out, b',', format_double(*d).as_bytes()),
+            Reply::Double(d) => bulk(out, format_double(*d).as_bytes()),
             Reply::Pairs(pairs) => {
-                line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                let n = if resp3 { pairs.len() } else { pairs.len() * 2 };
+                line(out, b'*', n.to_string().as_bytes());
                 for (k, v) in pairs {
+                    if resp3 {
+                        out.put_slice(b"*2\r\n");
+                    }
                     k.encode(proto, out);
                     v.encode(proto, out);
                 }
             }
         }
     }
+}
+
+/// A double as Redis 7.0 writes it (`addReplyDouble`): `inf`, `-inf`, or C's `%.17g`
+/// (17 significant digits, trailing zeros dropped, exponent form below 1e-4 and from 1e17).
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // `{:.16e}` rounds to 17 significant digits exactly, as glibc's printf does.
+    let sci = format!("{d:.16e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (neg, digits) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m.replace('.', "")),
+        None => (false, mantissa.replace('.', "")),
+    };
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if !(-4..17).contains(&exp) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
+    } else if exp < 0 {
+        out.push_str("0.");
+        out.push_str(&"0".repeat((-exp - 1) as usize));
+        out.push_str(digits);
+    } else {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            out.push_str(digits);
+            out.push_str(&"0".repeat(int_len - digits.len()));
+        } else {
+            out.push_str(&digits[..int_len]);
+            out.push('.');
+            out.push_str(&digits[int_len..]);
+        }
+    }
+    out
 }
 
 /// Error and status lines must not contain CR or LF; Redis replaces them with spaces.
@@ -198,6 +254,36 @@ mod tests {
         let p = Reply::Push(vec![Reply::text("message"), Reply::Int(1)]);
         assert_eq!(enc(&p, Protocol::Resp2), b"*2\r\n$7\r\nmessage\r\n:1\r\n");
         assert_eq!(enc(&p, Protocol::Resp3), b">2\r\n$7\r\nmessage\r\n:1\r\n");
+    }
+
+    #[test]
+    fn doubles_format_like_redis_7_0() {
+        for (d, want) in [
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (0.1, "0.10000000000000001"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (-2.5, "-2.5"),
+            (1e17, "1e+17"),
+            (12345678901234567.0, "12345678901234568"),
+            (1e-5, "1.0000000000000001e-05"),
+            (0.0001, "0.0001"),
+            (123.0, "123"),
+            (1e300, "1.0000000000000001e+300"),
+        ] {
+            assert_eq!(format_double(d), want, "{d}");
+        }
+        assert_eq!(enc(&Reply::Double(1.5), Protocol::Resp3), b",1.5\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), Protocol::Resp2), b"$3\r\n1.5\r\n");
+    }
+
+    #[test]
+    fn pairs_nest_only_in_resp3() {
+        let p = Reply::Pairs(vec![(Reply::text("a"), Reply::Double(1.0))]);
+        assert_eq!(enc(&p, Protocol::Resp2), b"*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+        assert_eq!(enc(&p, Protocol::Resp3), b"*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
     }
 
     #[test]

@@ -63,6 +63,15 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value
             Value::Table(t)
         }
         Reply::Verbatim(s) => Value::String(lua.create_string(s)?),
+        // Redis converts a RESP3 double to `{double=n}` and a RESP2 one (a bulk) to a string.
+        Reply::Double(d) if resp3 => {
+            let t = lua.create_table()?;
+            t.raw_set("double", *d)?;
+            Value::Table(t)
+        }
+        Reply::Double(d) => {
+            Value::String(lua.create_string(crate::resp::frame::format_double(*d))?)
+        }
         Reply::Pairs(pairs) if !resp3 => {
             let flat: Vec<Reply> = pairs
                 .iter()

@@ -16,6 +16,7 @@ mod pubsub;
 pub mod stats;
 mod txn;
 mod wait;
+mod zblocking;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -353,6 +354,11 @@ impl Session {
                 let reply = self.blocking_pop(c, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
+            Ok(Request::Write(Command::BZPop(pop))) => {
+                self.finish_slots(stream).await?;
+                let reply = self.blocking_zpop(pop, stream).await;
+                self.slots.push(Slot::Ready(reply));
+            }
             Ok(Request::Write(
                 c @ (Command::AclSetUser(_) | Command::AclDelUser(_) | Command::AclLoad(_)),
             )) => {
@@ -644,6 +650,8 @@ impl Session {
             hash_entries: number("hash-max-listpack-entries"),
             hash_value: number("hash-max-listpack-value"),
             list_size: number("list-max-listpack-size"),
+            zset_entries: number("zset-max-listpack-entries"),
+            zset_value: number("zset-max-listpack-value"),
         };
         match q.question {
             Question::Encoding => Reply::text(v.encoding(&t)),

@@ -39,6 +39,8 @@ pub enum Value {
     /// A Redis set (never empty while stored). Boxed like [`Value::Hash`]. It comes after
     /// `List` (serde variant index 3), so data written before sets existed reads unchanged.
     Set(Box<Set>),
+    /// A Redis sorted set (never empty while stored). Boxed, for the size reason `Hash` gives.
+    ZSet(Box<super::ZSet>),
 }
 
 impl Value {
@@ -49,6 +51,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -59,6 +62,7 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
             Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
         }
     }
 }
@@ -277,6 +281,15 @@ impl Keyspace {
         match self.get(key, now).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::Set(s)) => Ok(Some(s)),
+            Some(_) => Err(Error::WrongType),
+        }
+    }
+
+    /// The live sorted set at `key`, `Ok(None)` if absent, or [`Error::WrongType`].
+    pub fn get_zset(&self, key: &[u8], now: u64) -> Result<Option<&super::ZSet>, Error> {
+        match self.get(key, now).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::ZSet(z)) => Ok(Some(z)),
             Some(_) => Err(Error::WrongType),
         }
     }

@@ -10,11 +10,13 @@ pub mod keyspace;
 pub mod locks;
 pub mod pattern;
 pub mod scripts;
+pub mod zset;
 
 pub use clock::ClusterClock;
 pub use keyspace::{Entry, Event, Hash, Keyspace, List, Set, Value};
 pub use locks::{Acquire, Acquired, LockEventKind, LockMeta, Waiter, WaiterId};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
+pub use zset::ZSet;
 
 /// Why an operation on the keyspace was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -354,6 +354,33 @@ mod tests {
         assert_eq!(postcard::from_bytes::<Entry>(&old).unwrap(), entry("v", 5));
     }
 
+    /// A sorted set survives an image with its scores (infinities, `%.17g` ones) and its
+    /// order (score, then member bytes).
+    #[test]
+    fn images_carry_sorted_sets() {
+        let mut ks = Keyspace::default();
+        crate::cmd::run_line(&mut ks, "ZADD z 2 b 1 c 1 a -inf m 0.1 f inf i", 0);
+        let dir = tempfile::tempdir().unwrap();
+        let db = super::super::schema::open_db(dir.path()).unwrap();
+        let kv = cf(&db, CF_KV).unwrap();
+        for (k, e) in ks.take_changes(enc::<Entry>).entries {
+            db.put_cf(kv, &k, e.unwrap().unwrap()).unwrap();
+        }
+        let (_, mut back) = decode(&encode(&db, &db.snapshot(), &header()).unwrap()).unwrap();
+        assert_eq!(back.entries(), ks.entries());
+        let line = "ZRANGE z 0 -1 WITHSCORES";
+        let want = crate::cmd::run_line(&mut ks, line, 0);
+        assert_eq!(crate::cmd::run_line(&mut back, line, 0), want);
+        let crate::resp::Reply::Pairs(pairs) = want else {
+            panic!("{want:?}")
+        };
+        let members: Vec<_> = pairs.iter().map(|(m, _)| m.clone()).collect();
+        let want: Vec<_> = ["m", "f", "a", "c", "b", "i"]
+            .map(crate::resp::Reply::bulk)
+            .to_vec();
+        assert_eq!(members, want);
+    }
+
     #[test]
     fn corrupt_images_are_errors_not_panics() {
         let dir = tempfile::tempdir().unwrap();

@@ -20,6 +20,7 @@ mod config;
 mod diff_strings;
 mod diff_sets;
 mod diff_lists;
+mod diff_zsets;
 mod differential;
 mod durability;
 mod glob;

@@ -127,6 +127,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "list" => add("list"),
         "hash" => add("hash"),
         "bitmap" => add("bitmap"),
+        "sorted-set" => add("sortedset"),
         "generic" => add("keyspace"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
@@ -214,6 +215,22 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
             .take(n)
             .map(|k| k.as_ref())
             .collect();
+    }
+    // Sorted-set commands whose keys follow a `numkeys` (Redis's movablekeys), after the
+    // destination for the store variants.
+    let numkeys_at = match spec.name {
+        "zmpop" | "zinter" | "zunion" | "zdiff" | "zintercard" => Some(1),
+        "zinterstore" | "zunionstore" | "zdiffstore" | "bzmpop" => Some(2),
+        _ => None,
+    };
+    if let Some(at) = numkeys_at {
+        let n = argv.get(at).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
+        let dst = argv
+            .get(1)
+            .filter(|_| at == 2 && spec.name != "bzmpop")
+            .map(|k| k.as_ref());
+        let srcs = argv.iter().skip(at + 1).take(n).map(|k| k.as_ref());
+        return dst.into_iter().chain(srcs).collect();
     }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
