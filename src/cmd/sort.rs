@@ -123,7 +123,8 @@ pub fn elements(ks: &Keyspace, key: &[u8], now: u64) -> Result<Source, Reply> {
         Some(Value::Set(s)) => {
             Source::Unordered(super::sets::redis_order(s).into_iter().cloned().collect())
         }
-        // A zset arm goes here: Source::Ordered(members in score order).
+        // A sorted set's members in score order (what `BY nosort` keeps).
+        Some(Value::ZSet(z)) => Source::Ordered(z.iter().map(|(m, _)| m.clone()).collect()),
         Some(_) => return Err(Reply::err(WRONGTYPE)),
     })
 }

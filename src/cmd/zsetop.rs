@@ -161,6 +161,8 @@ pub fn parse_store(args: &mut Args) -> Result<Request, Reply> {
 fn source(v: &Value) -> Option<Vec<(Bytes, f64)>> {
     match v {
         Value::ZSet(z) => Some(z.iter().map(|(m, s)| (m.clone(), s)).collect()),
+        // Redis takes a plain set's members with score 1.
+        Value::Set(s) => Some(s.iter().map(|m| (m.clone(), 1.0)).collect()),
         _ => None,
     }
 }

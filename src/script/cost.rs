@@ -119,6 +119,7 @@ fn value_units(v: &Value) -> u64 {
         Value::Hash(h) => h.len() as u64,
         Value::List(l) => l.len() as u64,
         Value::Set(s) => s.len() as u64,
+        Value::ZSet(z) => z.len() as u64,
     }
 }
 

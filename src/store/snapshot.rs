@@ -350,6 +350,7 @@ mod tests {
         assert_eq!(first(Value::Hash(Box::default())), 1);
         assert_eq!(first(Value::List(Default::default())), 2);
         assert_eq!(first(Value::Set(Box::default())), 3);
+        assert_eq!(first(Value::ZSet(Box::default())), 4);
         let old = postcard::to_allocvec(&entry("v", 5)).unwrap();
         assert_eq!(postcard::from_bytes::<Entry>(&old).unwrap(), entry("v", 5));
     }
