@@ -2,7 +2,7 @@
 //! [WITHVALUES]]` and `HSCAN key cursor [MATCH pattern] [COUNT count]`. (`HSTRLEN` is a
 //! read op in `hash.rs`.)
 //!
-//! HINCRBYFLOAT computes in Redis's long double ([`super::longdouble`]). HRANDFIELD is
+//! HINCRBYFLOAT computes in Redis's long double ([`super::float80`], shared with INCRBYFLOAT). HRANDFIELD is
 //! deterministic: its generator is seeded from the keyspace's revision (the same on every
 //! replica at the same log index) and the key. HSCAN of a hash Redis keeps as a listpack
 //! (at most 128 fields, none longer than 64 bytes) replies everything at once with cursor
@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::longdouble::{LongDouble, NotFinite};
+use super::float80::{self, F80};
 use super::registry::flags::{READ, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
@@ -87,10 +87,13 @@ pub struct HScan {
     pub options: Vec<Bytes>,
 }
 
-fn float_error(e: NotFinite) -> Reply {
-    match e {
-        NotFinite::Inf => Reply::err("ERR value is NaN or Infinity"),
-        NotFinite::Invalid => Reply::err("ERR value is not a valid float"),
+/// An increment as Redis's `getLongDoubleFromObjectOrReply` reads it; HINCRBYFLOAT then
+/// refuses infinities.
+fn increment(raw: &[u8]) -> Result<F80, Reply> {
+    match float80::parse(raw) {
+        None => Err(Reply::err("ERR value is not a valid float")),
+        Some(F80::Inf { .. }) => Err(Reply::err("ERR value is NaN or Infinity")),
+        Some(v) => Ok(v),
     }
 }
 
@@ -99,7 +102,7 @@ pub fn parse_hincrbyfloat(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let field = args.arg()?;
     let by = args.arg()?;
-    LongDouble::parse(&by).map_err(float_error)?;
+    increment(&by)?;
     Ok(Request::Write(Command::HIncrByFloat(HIncrByFloat {
         key,
         field,
@@ -193,28 +196,25 @@ impl Replicated for HIncrByFloat {
 
     /// Adds in long double; stores and replies the sum in Redis's `%.17Lf` form.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        let by = match LongDouble::parse(&self.by) {
+        let by = match increment(&self.by) {
             Ok(v) => v,
-            Err(e) => return float_error(e),
+            Err(e) => return e,
         };
         let current = match ks.get_hash(&self.key, ctx.now) {
             Err(e) => return e.into(),
             Ok(h) => h.and_then(|h| h.get(&self.field)),
         };
         let current = match current {
-            None => LongDouble::parse(b"0").map_err(float_error),
-            Some(v) => {
-                LongDouble::parse(v).map_err(|_| Reply::err("ERR hash value is not a float"))
-            }
+            None => float80::parse(b"0"),
+            Some(v) => float80::parse(v),
         };
-        let current = match current {
-            Ok(c) => c,
-            Err(e) => return e,
+        let Some(current) = current else {
+            return Reply::err("ERR hash value is not a float");
         };
-        let Ok(sum) = current.checked_add(by) else {
+        let Some(sum) = float80::add(current, by) else {
             return Reply::err("ERR increment would produce NaN or Infinity");
         };
-        let text = Bytes::from(sum.to_human());
+        let text = Bytes::from(float80::format(sum));
         match ks.value_mut(&self.key, ctx.now, is_hash, Some(new_hash)) {
             Ok(Some(Value::Hash(h))) => {
                 h.insert(self.field.clone(), text.clone());

@@ -45,7 +45,6 @@ pub mod lmove;
 pub mod lock;
 pub mod lockinfo;
 pub mod lockwait;
-pub mod longdouble;
 pub mod memory;
 pub mod mget;
 pub mod multi;
