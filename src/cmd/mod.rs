@@ -17,12 +17,14 @@ pub mod client;
 pub mod command;
 pub mod config;
 pub mod connection;
+pub mod debug;
 pub mod del;
 pub mod eval;
 pub mod evict;
 pub mod exists;
 pub mod expire;
 pub mod expiry;
+pub mod flush;
 pub mod fencecheck;
 pub mod fencedget;
 pub mod fencedset;
@@ -44,6 +46,7 @@ pub mod pubsub;
 pub mod raft;
 pub mod registry;
 pub mod renew;
+pub mod save;
 pub mod script;
 pub mod set;
 pub mod shutdown;
@@ -81,6 +84,9 @@ registry::commands! {
     slowlog: [],
     latency: [],
     swapdb: [],
+    flush: [95 => Flush(Flush)],
+    save: [],
+    debug: [],
     shutdown: [],
     memory: [],
     object: [],

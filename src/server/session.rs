@@ -424,6 +424,33 @@ impl Session {
                 self.shared.shutdown.notify_one();
                 self.quit = true;
             }
+            Ok(Request::Conn(ConnCmd::Save(cmd::save::SaveCmd::Save))) => {
+                self.finish_slots(stream).await?;
+                let reply = super::save::save(&self.shared).await;
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Conn(ConnCmd::Debug(
+                d @ (cmd::debug::DebugCmd::Sleep(_) | cmd::debug::DebugCmd::Object(_)),
+            ))) if self.debug_allowed() => {
+                self.finish_slots(stream).await?;
+                let reply = match d {
+                    cmd::debug::DebugCmd::Sleep(secs) => {
+                        tokio::time::sleep(Duration::from_secs_f64(secs.min(86_400.0))).await;
+                        Reply::ok()
+                    }
+                    cmd::debug::DebugCmd::Object(key) => {
+                        self.key_info(KeyQuery {
+                            key,
+                            question: Question::Debug,
+                        })
+                        .await
+                    }
+                    cmd::debug::DebugCmd::Reply(r) => r,
+                };
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
             Ok(Request::Conn(c)) => {
                 self.finish_slots(stream).await?;
                 let reply = self.conn(c);
@@ -545,7 +572,19 @@ impl Session {
             }
             ConnCmd::Config(c) => self.config_cmd(c),
             ConnCmd::Time => crate::cmd::time::reply(unix_now()),
-            ConnCmd::LastSave => Reply::Int(self.shared.started_unix),
+            ConnCmd::LastSave => Reply::Int(self.shared.saves.last_save.load(Ordering::Relaxed)),
+            // SAVE is refused inside MULTI (`no_multi`) and handled in `handle` otherwise.
+            ConnCmd::Save(cmd::save::SaveCmd::Save) => {
+                Reply::err("ERR Command not allowed inside a transaction")
+            }
+            ConnCmd::Save(c) => super::save::background(&self.shared, c),
+            ConnCmd::Debug(_) if !self.debug_allowed() => Reply::err(cmd::debug::NOT_ALLOWED),
+            ConnCmd::Debug(cmd::debug::DebugCmd::Reply(r)) => r,
+            // Inside a transaction: no pause, and no read of a key.
+            ConnCmd::Debug(cmd::debug::DebugCmd::Sleep(_)) => Reply::ok(),
+            ConnCmd::Debug(cmd::debug::DebugCmd::Object(_)) => {
+                Reply::err("ERR Command not allowed inside a transaction")
+            }
             ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
             ConnCmd::PubSub(c) => self.pubsub_info(c),
             ConnCmd::Acl(c) => self.acl_local(c),
@@ -638,7 +677,12 @@ impl Session {
                 break;
             }
         }
-        let Some(v) = value else { return Reply::Nil };
+        let Some(v) = value else {
+            return match q.question {
+                Question::Debug => Reply::err("ERR no such key"),
+                _ => Reply::Nil,
+            };
+        };
         let number = |name: &str| self.shared.settings.value(name).parse().unwrap_or(0);
         let t = object::Thresholds {
             hash_entries: number("hash-max-listpack-entries"),
@@ -651,6 +695,30 @@ impl Session {
             Question::IdleTime => Reply::Int(0),
             Question::RefCount => Reply::Int(v.refcount()),
             Question::Memory => Reply::Int(v.memory_usage(&q.key, &t)),
+            Question::Debug => {
+                let len = match &v {
+                    object::Value::Str(s) => s.len(),
+                    object::Value::Hash(pairs) => {
+                        pairs.iter().map(|(f, v)| f.len() + v.len() + 2).sum()
+                    }
+                    object::Value::List(items) => items.iter().map(|i| i.len() + 1).sum(),
+                };
+                cmd::debug::object_line(v.encoding(&t), len + 1)
+            }
+        }
+    }
+
+    /// True if `enable-debug-command` lets this connection run DEBUG (`local`: from a
+    /// loopback address only).
+    fn debug_allowed(&self) -> bool {
+        use crate::config::DebugCommand;
+        match self.shared.config.enable_debug_command {
+            DebugCommand::Yes => true,
+            DebugCommand::No => false,
+            DebugCommand::Local => self
+                .peer
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|a| a.ip().is_loopback()),
         }
     }
 

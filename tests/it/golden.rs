@@ -109,6 +109,7 @@ const RECIPES: &[&str] = &[
     "@acl-load",
     "@eval-as",
     "@eval-ro-as",
+    "FLUSHALL",
 ];
 
 fn fixture() -> PathBuf {

@@ -18,6 +18,7 @@ mod cluster;
 mod cluster_scripting;
 mod config;
 mod differential;
+mod diff_server;
 mod durability;
 mod glob;
 mod golden;

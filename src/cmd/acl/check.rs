@@ -118,6 +118,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "list" => add("list"),
         "hash" => add("hash"),
         "generic" => add("keyspace"),
+        "server" if matches!(spec.name, "flushall" | "flushdb") => add("keyspace"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
         "scripting" => add("scripting"),
@@ -142,7 +143,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             add(cat);
         }
     }
-    if matches!(spec.name, "keys" | "info" | "swapdb") {
+    if matches!(spec.name, "keys" | "info" | "swapdb" | "flushall" | "flushdb") {
         add("dangerous");
     }
     add(if flag("fast") { "fast" } else { "slow" });

@@ -83,6 +83,7 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::AclSetUser(_) => (&["acl|setuser"], none(), none()),
         C::AclDelUser(_) => (&["acl|deluser"], none(), none()),
         C::AclLoad(_) => (&["acl|load"], none(), none()),
+        C::Flush(_) => (&["flushall", "flushdb"], none(), none()),
         C::Evict(_) | C::Tick(_) | C::LockPurge(_) => return None,
     })
 }
