@@ -996,6 +996,7 @@ async fn accept_loop(shared: Arc<Shared>, listeners: Listeners, mut stop: watch:
             cmd: "NULL".into(),
             blocked: false,
             user: crate::state::acl::DEFAULT_USER.into(),
+            killed: Default::default(),
         });
         let (sh, rx) = (shared.clone(), stop.clone());
         sessions.spawn(async move {

@@ -65,9 +65,17 @@ pub struct Session {
     last_io: Instant,
     /// A write left bytes in the TLS layer that a flush must push out.
     unflushed: bool,
+    /// CLIENT KILL's switch for this connection.
+    killed: Arc<super::clients::Killed>,
+    /// CLIENT REPLY OFF.
+    reply_off: bool,
+    /// CLIENT REPLY SKIP: how many more commands get no reply (the SKIP and the next one).
+    reply_skip: u8,
 }
 
 enum Slot {
+    /// A reply that is awaited but not sent (CLIENT REPLY OFF or SKIP).
+    Silent(Box<Slot>),
     Ready(Reply),
     Write(oneshot::Receiver<Reply>, Instant, Option<Timed>),
     Read(oneshot::Receiver<Reply>, Instant, Option<Timed>),
@@ -139,6 +147,7 @@ pub async fn serve(
     let peer_field = peer.clone();
     async move {
         let user = shared.initial_user();
+        let shared_killed = shared.clients.killed(id);
         let mut s = Session {
             id,
             proto: Protocol::Resp2,
@@ -156,6 +165,9 @@ pub async fn serve(
             peer: peer_field,
             last_io: Instant::now(),
             unflushed: false,
+            killed: shared_killed,
+            reply_off: false,
+            reply_skip: 0,
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -215,7 +227,7 @@ impl Session {
                 }
                 self.finish_slots(stream).await?;
                 self.flush(stream).await?;
-                if self.quit {
+                if self.quit || self.killed.is_set() {
                     return Ok(());
                 }
             }
@@ -273,7 +285,16 @@ impl Session {
         } else {
             stats::Outcome::Called
         };
+        self.wait_if_paused(&argv).await;
         self.dispatch(argv, stream).await?;
+        // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
+        let silent = self.reply_off || self.reply_skip > 0;
+        self.reply_skip = self.reply_skip.saturating_sub(1);
+        if silent {
+            if let Some(last) = self.slots.pop() {
+                self.slots.push(Slot::Silent(Box::new(last)));
+            }
+        }
         self.counts
             .begin(name, self.outcome, start, self.slots.len());
         Ok(())
@@ -477,7 +498,12 @@ impl Session {
     async fn finish_slots(&mut self, stream: &mut ClientStream) -> std::io::Result<()> {
         self.counts.close_done();
         for slot in std::mem::take(&mut self.slots) {
+            let (slot, silent) = match slot {
+                Slot::Silent(inner) => (*inner, true),
+                s => (s, false),
+            };
             let (reply, timed) = match slot {
+                Slot::Silent(_) => (Reply::ok(), None),
                 Slot::Ready(r) => (r, None),
                 Slot::Write(rx, deadline, t) => (await_write(rx, deadline).await, t),
                 Slot::Read(rx, deadline, t) => (await_read(rx, deadline).await, t),
@@ -488,6 +514,9 @@ impl Session {
             };
             self.counts.reply(&reply);
             self.record(timed);
+            if silent {
+                continue;
+            }
             reply.encode(self.proto, &mut self.out);
             if self.out.len() >= OUT_FLUSH {
                 self.flush(stream).await?;
@@ -708,6 +737,32 @@ impl Session {
         }
     }
 
+    /// Waits while a CLIENT PAUSE holds this command back: every command under `ALL`, the
+    /// ones that may change data (writes, scripts, PUBLISH) under `WRITE`, as in Redis.
+    async fn wait_if_paused(&self, argv: &[Bytes]) {
+        let clients = &self.shared.clients;
+        let Some(spec) = cmd::lookup(&String::from_utf8_lossy(&argv[0]).to_lowercase()) else {
+            return;
+        };
+        let write = spec.flags.contains(&"write")
+            || matches!(
+                spec.name,
+                "eval" | "evalsha" | "publish" | "exec" | "lock" | "unlock" | "renew"
+            );
+        loop {
+            let changed = clients.pause_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let Some(until) = clients.paused_until(write) else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = &mut changed => {}
+            }
+        }
+    }
+
     /// True if `enable-debug-command` lets this connection run DEBUG (`local`: from a
     /// loopback address only).
     fn debug_allowed(&self) -> bool {
@@ -785,6 +840,41 @@ impl Session {
             }
             ClientCmd::Info => Reply::Verbatim(self.shared.clients.line(self.id) + "\n"),
             ClientCmd::List => Reply::Verbatim(self.shared.clients.list()),
+            ClientCmd::Kill(f, old_form) => {
+                if let Some(user) = &f.user {
+                    if self.shared.acl.borrow().get(user).is_none() {
+                        return Reply::err(format!("ERR No such user '{user}'"));
+                    }
+                }
+                let n = self.shared.clients.kill(&f, self.id);
+                match (old_form, n) {
+                    (true, 0) => Reply::err("ERR No such client"),
+                    (true, _) => Reply::ok(),
+                    (false, n) => Reply::Int(n as i64),
+                }
+            }
+            ClientCmd::Pause { ms, all } => {
+                let until = Instant::now() + Duration::from_millis(ms);
+                self.shared.clients.pause(until.into_std(), all);
+                Reply::ok()
+            }
+            ClientCmd::Unpause => {
+                self.shared.clients.unpause();
+                Reply::ok()
+            }
+            ClientCmd::Reply(mode) => {
+                use crate::cmd::client::ReplyMode;
+                match mode {
+                    ReplyMode::On => {
+                        self.reply_off = false;
+                        self.reply_skip = 0;
+                    }
+                    ReplyMode::Off => self.reply_off = true,
+                    // This command and the next.
+                    ReplyMode::Skip => self.reply_skip = 2,
+                }
+                Reply::ok()
+            }
         }
     }
 }

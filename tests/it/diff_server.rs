@@ -395,3 +395,149 @@ fn flushall_keeps_fences_on_a_cluster_and_across_a_restart() {
     assert_reply(&f.c("GET a"), b"$-1\r\n", "still flushed after a restart");
     assert_reply(&f.c("FENCEDSET res w 50"), b"+OK\r\n", "an equal token passes");
 }
+
+// ---------------------------------------------------------------------------------------
+// CLIENT KILL, PAUSE, UNPAUSE, REPLY, NO-EVICT, GETREDIR
+// ---------------------------------------------------------------------------------------
+
+fn client_steps() -> Vec<Step> {
+    vec![
+        same("CLIENT KILL 1.2.3.4:5"),
+        same("CLIENT KILL ID 0"),
+        same("CLIENT KILL ID x"),
+        same("CLIENT KILL ID 99999"),
+        same("CLIENT KILL ADDR 1.2.3.4:5"),
+        same("CLIENT KILL LADDR 1.2.3.4:5"),
+        same("CLIENT KILL TYPE foo"),
+        same("CLIENT KILL TYPE master"),
+        same("CLIENT KILL TYPE replica"),
+        same("CLIENT KILL SKIPME maybe"),
+        same("CLIENT KILL USER nobody"),
+        same("CLIENT KILL USER default SKIPME yes ID 99999"),
+        same("CLIENT KILL foo bar"),
+        same("CLIENT KILL ID 5 SKIPME"),
+        same("CLIENT KILL"),
+        same("CLIENT PAUSE x"),
+        same("CLIENT PAUSE -1"),
+        same("CLIENT PAUSE 10 foo"),
+        same("CLIENT PAUSE 1 all extra"),
+        same("CLIENT PAUSE"),
+        same("CLIENT PAUSE 10 WRITE"),
+        same("CLIENT UNPAUSE"),
+        same("CLIENT UNPAUSE x"),
+        same("CLIENT REPLY foo"),
+        same("CLIENT REPLY"),
+        same("CLIENT NO-EVICT maybe"),
+        same("CLIENT NO-EVICT on"),
+        same("CLIENT NO-EVICT OFF"),
+        same("CLIENT GETREDIR"),
+        same("CLIENT GETREDIR x"),
+        same("CLIENT TRACKING"),
+        same("CLIENT REPLY ON"),
+        same("PING"),
+    ]
+}
+
+#[test]
+fn client_subcommands_match_redis_resp2() {
+    diff(2, &client_steps());
+}
+
+#[test]
+fn client_subcommands_match_redis_resp3() {
+    diff(3, &client_steps());
+}
+
+/// CLIENT REPLY OFF, ON and SKIP send exactly the replies Redis sends (the raw stream of a
+/// pipeline is compared).
+#[test]
+fn client_reply_skips_replies_as_redis() {
+    let input = encode_all(&[
+        "CLIENT REPLY OFF",
+        "SET a 1",
+        "GET a",
+        "CLIENT REPLY ON",
+        "GET a",
+        "CLIENT REPLY SKIP",
+        "INCR a",
+        "GET a",
+        "QUIT",
+    ]);
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let run = |port: u16| {
+        let mut c = Conn::connect(port);
+        c.send_raw(&input);
+        c.read_until_close(Duration::from_millis(500)).0
+    };
+    assert_eq!(show(&run(pal.port())), show(&run(redis.port())));
+}
+
+fn encode_all(lines: &[&str]) -> Vec<u8> {
+    lines.iter().flat_map(|l| encode(&words(l))).collect()
+}
+
+/// CLIENT KILL closes the chosen connections (by ID, ADDR, USER; SKIPME spares the caller)
+/// and counts them; the old form answers OK.
+#[test]
+fn client_kill_closes_connections() {
+    let pal = Server::start();
+    let mut me = pal.conn();
+    let mut victim = pal.conn();
+    let id = as_int(&victim.c("CLIENT ID"));
+    assert_reply(
+        &me.c(&format!("CLIENT KILL ID {id}")),
+        b":1\r\n",
+        "kill by ID",
+    );
+    let (_, closed) = victim.read_until_close(Duration::from_secs(2));
+    assert!(closed, "the killed client is closed");
+    let mut victim = pal.conn();
+    let info = String::from_utf8_lossy(&victim.c("CLIENT INFO")).into_owned();
+    let addr = info
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .expect("addr field")
+        .to_string();
+    assert_reply(
+        &me.c(&format!("CLIENT KILL {addr}")),
+        b"+OK\r\n",
+        "old form",
+    );
+    assert!(victim.read_until_close(Duration::from_secs(2)).1);
+    let _a = pal.conn();
+    let _b = pal.conn();
+    // Everyone but the caller (SKIPME yes is the default).
+    let n = as_int(&me.c("CLIENT KILL USER default"));
+    assert_eq!(n, 2, "the two other clients");
+    assert_reply(&me.c("PING"), b"+PONG\r\n", "the caller is spared");
+    assert_reply(
+        &me.c("CLIENT KILL USER default SKIPME no"),
+        b":1\r\n",
+        "SKIPME no kills the caller",
+    );
+    assert!(me.read_until_close(Duration::from_secs(2)).1);
+}
+
+/// CLIENT PAUSE WRITE holds writes (reads go on) until it ends or CLIENT UNPAUSE.
+#[test]
+fn client_pause_holds_writes_until_unpause() {
+    let pal = Server::start();
+    let mut admin = pal.conn();
+    let mut w = pal.conn();
+    assert_reply(&admin.c("CLIENT PAUSE 20000 WRITE"), b"+OK\r\n", "PAUSE");
+    assert_reply(&admin.c("GET k"), b"$-1\r\n", "reads are not paused");
+    let started = std::time::Instant::now();
+    w.send(&words("SET k v"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_reply(&admin.c("GET k"), b"$-1\r\n", "the write waits");
+    assert_reply(&admin.c("CLIENT UNPAUSE"), b"+OK\r\n", "UNPAUSE");
+    assert_reply(&w.read_reply(), b"+OK\r\n", "the write ran");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_reply(&admin.c("GET k"), b"$1\r\nv\r\n", "written");
+    // A short pause of everything ends by itself.
+    assert_reply(&admin.c("CLIENT PAUSE 300"), b"+OK\r\n", "PAUSE ALL");
+    let started = std::time::Instant::now();
+    assert_reply(&w.c("GET k"), b"$1\r\nv\r\n", "read after the pause");
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+}
