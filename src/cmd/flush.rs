@@ -89,4 +89,22 @@ mod tests {
             Reply::err("ERR syntax error")
         );
     }
+
+    /// Redis's ACL categories: FLUSHALL and FLUSHDB are @keyspace @write @slow @dangerous
+    /// (not @admin); SAVE, BGSAVE, BGREWRITEAOF and DEBUG are @admin @slow @dangerous.
+    #[test]
+    fn categories_are_redis_s() {
+        use crate::cmd::acl::check::categories;
+        use crate::cmd::lookup;
+        for name in ["flushall", "flushdb"] {
+            let mut c = categories(lookup(name).expect(name), None);
+            c.sort();
+            assert_eq!(c, ["dangerous", "keyspace", "slow", "write"], "{name}");
+        }
+        for name in ["save", "bgsave", "bgrewriteaof", "debug"] {
+            let mut c = categories(lookup(name).expect(name), None);
+            c.sort();
+            assert_eq!(c, ["admin", "dangerous", "slow"], "{name}");
+        }
+    }
 }

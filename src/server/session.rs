@@ -854,7 +854,10 @@ impl Session {
                 }
             }
             ClientCmd::Pause { ms, all } => {
-                let until = Instant::now() + Duration::from_millis(ms);
+                // A timeout past what the clock can hold pauses for a year.
+                let until = Instant::now()
+                    .checked_add(Duration::from_millis(ms))
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400));
                 self.shared.clients.pause(until.into_std(), all);
                 Reply::ok()
             }

@@ -79,7 +79,6 @@ fn debug_steps() -> Vec<Step> {
         same("DEBUG SET-ACTIVE-EXPIRE 1"),
         same("DEBUG SET-ACTIVE-EXPIRE"),
         same("DEBUG JMAP"),
-        same("DEBUG RELOAD extra"),
         same("DEBUG foo bar"),
         same("DEBUG"),
         same("PING"),
@@ -243,6 +242,11 @@ fn event_transcript(port: u16, proto: u8, classes: &str) -> Vec<Vec<u8>> {
         if show(&m).contains("end") && show(&m).contains("done") {
             break;
         }
+        // Palisade's lock events (`lock_expired` for a string key with a TTL) are always
+        // published, whatever the classes: they are not Redis's and are left out.
+        if show(&m).contains("lock_") {
+            continue;
+        }
         got.push(m);
     }
     got
@@ -320,7 +324,7 @@ fn notify_flag_sets_the_classes() {
     let m = sub.read_reply();
     assert_reply(
         &m,
-        b"*3\r\n$7\r\nmessage\r\n$19\r\n__keyevent@0__:set\r\n$1\r\nx\r\n",
+        b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$1\r\nx\r\n",
         "the set event",
     );
 }
@@ -345,19 +349,20 @@ fn a_follower_publishes_expired_for_a_lock() {
     );
     let mut sub = cluster.conn(follower);
     sub.c("SUBSCRIBE __keyevent@0__:expired __keyevent@0__:set");
+    sub.read_reply(); // the second channel's subscribe reply
     let mut c = cluster.conn(leader);
     assert!(lock(&mut c, "lk", "owner", 300).is_some(), "LOCK granted");
     c.c("SET plain v");
     let m = sub.read_reply();
     assert_reply(
         &m,
-        b"*3\r\n$7\r\nmessage\r\n$19\r\n__keyevent@0__:set\r\n$5\r\nplain\r\n",
+        b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@0__:set\r\n$5\r\nplain\r\n",
         "set on the follower",
     );
     let m = sub.read_reply();
     assert_reply(
         &m,
-        b"*3\r\n$7\r\nmessage\r\n$23\r\n__keyevent@0__:expired\r\n$2\r\nlk\r\n",
+        b"*3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:expired\r\n$2\r\nlk\r\n",
         "the lock's expiry on the follower",
     );
 }

@@ -34,6 +34,7 @@ mod rmw;
 mod scripting;
 mod security;
 mod seed_scenario;
+mod tools;
 mod transactions;
 mod types;
 mod upgrade;
