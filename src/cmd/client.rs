@@ -83,7 +83,6 @@ pub struct KillFilter {
     pub skipme: bool,
 }
 
-
 fn arity(sub: &str) -> Reply {
     Reply::err(format!(
         "ERR wrong number of arguments for 'client|{sub}' command"
@@ -137,9 +136,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         ),
         ("kill", n) if n >= 2 => ClientCmd::Kill(kill_filters(args)?, false),
         ("pause", n) if n > 2 => {
-            return Err(Reply::err(
-                "ERR unknown subcommand or wrong number of arguments for 'pause'. Try CLIENT HELP.",
-            ))
+            return Err(Reply::err(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&raw)
+            )))
         }
         ("pause", 1 | 2) => {
             let ms = args.arg()?;

@@ -36,8 +36,7 @@ pub struct Flush;
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     match args.rest().as_slice() {
         [] => {}
-        [mode]
-            if mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync") => {}
+        [mode] if mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync") => {}
         _ => return Err(crate::resp::args::syntax_error()),
     }
     Ok(Request::Write(Command::Flush(Flush)))

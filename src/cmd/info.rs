@@ -304,7 +304,12 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
             ("rdb_last_save_time", d.rdb.last_save_time.to_string()),
             (
                 "rdb_last_bgsave_status",
-                if d.rdb.last_bgsave_failed { "err" } else { "ok" }.into(),
+                if d.rdb.last_bgsave_failed {
+                    "err"
+                } else {
+                    "ok"
+                }
+                .into(),
             ),
             ("aof_enabled", "0".into()),
             ("raft_log_fsync", "always".into()),

@@ -119,7 +119,9 @@ pub fn background(shared: &Arc<Shared>, cmd: SaveCmd) -> Reply {
         s.saves.in_progress.store(false, Ordering::Release);
     });
     match cmd {
-        SaveCmd::BgRewriteAof => Reply::Simple("Background append only file rewriting started".into()),
+        SaveCmd::BgRewriteAof => {
+            Reply::Simple("Background append only file rewriting started".into())
+        }
         _ => Reply::Simple("Background saving started".into()),
     }
 }

@@ -205,10 +205,7 @@ impl Event {
                     out.push((Bytes::from(channel), Bytes::from_static(event.as_bytes())));
                 }
                 if *keyevent {
-                    out.push((
-                        Bytes::from(format!("__keyevent@0__:{event}")),
-                        key.clone(),
-                    ));
+                    out.push((Bytes::from(format!("__keyevent@0__:{event}")), key.clone()));
                 }
                 out
             }

@@ -37,7 +37,8 @@ pub const MODULE: u32 = 1 << 12;
 /// `n`: a key was created.
 pub const NEW: u32 = 1 << 13;
 /// `A`: every class but `m` and `n`, as in Redis.
-pub const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+pub const ALL: u32 =
+    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
 /// The classes of a `notify-keyspace-events` string, or None for a character Redis refuses.
 pub fn parse_flags(classes: &str) -> Option<u32> {

@@ -113,8 +113,11 @@ fn redis_cli_scan_and_bigkeys_run_against_a_node() {
         "--bigkeys: {text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("Biggest hash found") && text.contains("khash"), "{text}");
-    assert!(text.contains("Biggest list found") && text.contains("klist"), "{text}");
+    assert!(text.contains("Sampled 3 keys"), "{text}");
+    assert!(
+        text.contains("'\"khash\"' with 2 fields") && text.contains("'\"klist\"' with 3 items"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -122,8 +125,17 @@ fn redis_cli_stat_prints_lines() {
     let pal = Server::start();
     let mut c = pal.conn();
     plant(&mut c);
-    let child = Command::new("redis-cli")
-        .args(["-p", &pal.port().to_string(), "--stat", "-i", "0.2"])
+    // Unbuffered (coreutils' stdbuf): the killed redis-cli never flushes its stdout.
+    let child = Command::new("stdbuf")
+        .args([
+            "-o0",
+            "redis-cli",
+            "-p",
+            &pal.port().to_string(),
+            "--stat",
+            "-i",
+            "0.2",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -133,8 +145,14 @@ fn redis_cli_stat_prints_lines() {
     let _ = guard.0.kill();
     let out = guard.0.wait_with_output_ref();
     let text = String::from_utf8_lossy(&out.0).into_owned();
-    assert!(text.contains("keys") && text.contains("clients"), "header: {text}");
-    let rows = text.lines().filter(|l| l.trim_start().starts_with('3')).count();
+    assert!(
+        text.contains("keys") && text.contains("clients"),
+        "header: {text}"
+    );
+    let rows = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('3'))
+        .count();
     assert!(rows >= 2, "a few stat lines with 3 keys: {text}");
     assert!(
         !text.contains("ERR") && out.1.is_empty(),

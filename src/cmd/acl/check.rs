@@ -143,7 +143,10 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             add(cat);
         }
     }
-    if matches!(spec.name, "keys" | "info" | "swapdb" | "flushall" | "flushdb") {
+    if matches!(
+        spec.name,
+        "keys" | "info" | "swapdb" | "flushall" | "flushdb"
+    ) {
         add("dangerous");
     }
     add(if flag("fast") { "fast" } else { "slow" });
