@@ -522,11 +522,15 @@ fn client_kill_closes_connections() {
         "old form",
     );
     assert!(victim.read_until_close(Duration::from_secs(2)).1);
-    let _a = pal.conn();
-    let _b = pal.conn();
+    // A command each, so that both are registered before the kill.
+    let (mut a, mut b) = (pal.conn(), pal.conn());
+    a.c("PING");
+    b.c("PING");
     // Everyone but the caller (SKIPME yes is the default).
     let n = as_int(&me.c("CLIENT KILL USER default"));
     assert_eq!(n, 2, "the two other clients");
+    assert!(a.read_until_close(Duration::from_secs(2)).1, "a is closed");
+    assert!(b.read_until_close(Duration::from_secs(2)).1, "b is closed");
     assert_reply(&me.c("PING"), b"+PONG\r\n", "the caller is spared");
     assert_reply(
         &me.c("CLIENT KILL USER default SKIPME no"),
