@@ -307,7 +307,7 @@ pub struct Config {
     /// `--client-output-buffer-limit`, as given (the server checks it and applies it over
     /// Redis's defaults).
     pub client_output_buffer_limit: Option<String>,
-    /// `--notify-keyspace-events`, in Redis's normal form.
+    /// `--notify-keyspace-events`, as given (checked: only Redis's class characters).
     pub notify_keyspace_events: String,
     /// `--enable-debug-command`.
     pub enable_debug_command: DebugCommand,
@@ -444,13 +444,15 @@ impl Config {
             protected_mode: s.protected_mode.on(),
             timeout: s.timeout,
             client_output_buffer_limit: s.client_output_buffer_limit,
-            notify_keyspace_events: match crate::state::notify::parse_flags(
-                &s.notify_keyspace_events,
-            ) {
-                Some(flags) => crate::state::notify::flags_to_string(flags),
-                None => bail!(
-                    "--notify-keyspace-events: Invalid event class character. Use 'Ag$lshzxeKEtmdn'."
-                ),
+            // Redis's classes; the server shows them in Redis's normal form.
+            notify_keyspace_events: if s
+                .notify_keyspace_events
+                .chars()
+                .all(|c| "Ag$lshzxeKEtmdn".contains(c))
+            {
+                s.notify_keyspace_events
+            } else {
+                bail!("--notify-keyspace-events: Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
             },
             enable_debug_command: s.enable_debug_command,
             bind: s.bind,

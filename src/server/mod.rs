@@ -648,7 +648,12 @@ fn start_params(
         ("timeout", c.timeout.to_string()),
         ("client-output-buffer-limit", output_limits.to_string()),
         ("tls-cluster", yes_no(c.tls_cluster).into()),
-        ("notify-keyspace-events", c.notify_keyspace_events.clone()),
+        (
+            "notify-keyspace-events",
+            crate::state::notify::parse_flags(&c.notify_keyspace_events)
+                .map(crate::state::notify::flags_to_string)
+                .unwrap_or_default(),
+        ),
         ("enable-debug-command", c.enable_debug_command.word().into()),
     ];
     if let Some(t) = &c.tls {
