@@ -5,7 +5,8 @@
 #   scripts/test.sh fenced           extra arguments go to `cargo test` (here: a name filter)
 #
 # Installs, only when missing: clang and libclang-dev (RocksDB's bindings), redis-server and
-# redis-tools (the differential tests compare against a real Redis), python3, the rustfmt
+# redis-tools (the differential tests compare against a real Redis), prometheus-redis-exporter
+# (tests/it/tools.rs), python3, the rustfmt
 # and clippy components, and cargo-fuzz (`cargo install`, for the short fuzz run). Packages
 # come from apt-get, as root or through sudo.
 #
@@ -18,6 +19,8 @@ cd "$ROOT"
 install_test_deps() {
     ensure_build_deps
     ensure_redis
+    # tests/it/tools.rs scrapes a node with the Prometheus exporter for Redis.
+    command -v prometheus-redis-exporter >/dev/null 2>&1 || apt_install prometheus-redis-exporter
     ensure_python
     ensure_rust_components
     # The short fuzz run in scripts/check.sh (skipped, and not installed, with PALISADE_FUZZ=0).

@@ -40,6 +40,29 @@ impl YesNo {
     }
 }
 
+/// Redis's `enable-debug-command` (and `enable-protected-configs`) values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DebugCommand {
+    /// Refused.
+    No,
+    /// Allowed.
+    Yes,
+    /// Allowed from loopback connections only.
+    Local,
+}
+
+impl DebugCommand {
+    /// Redis's word for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            DebugCommand::No => "no",
+            DebugCommand::Yes => "yes",
+            DebugCommand::Local => "local",
+        }
+    }
+}
+
 /// Default client port, as Redis.
 pub const DEFAULT_PORT: u16 = 6379;
 /// The shortest cluster secret accepted (`--cluster-secret`).
@@ -155,6 +178,14 @@ pub struct Settings {
     /// 256mb 64mb 60 pubsub 32mb 8mb 60`). Palisade enforces the pubsub class.
     #[arg(long)]
     pub client_output_buffer_limit: Option<String>,
+    /// Redis's `notify-keyspace-events`: the classes of keyspace notifications this node
+    /// publishes (`K` `E` `g` `$` `l` `s` `h` `z` `x` `e` `t` `m` `d` `n` `A`; empty: none).
+    #[arg(long, default_value = "")]
+    pub notify_keyspace_events: String,
+    /// Redis's `enable-debug-command`: `no` refuses DEBUG, `yes` allows it, `local` allows
+    /// it from loopback connections only.
+    #[arg(long, value_enum, default_value_t = DebugCommand::No)]
+    pub enable_debug_command: DebugCommand,
     /// The switches that only the command line sets.
     #[command(flatten)]
     #[serde(skip)]
@@ -276,6 +307,10 @@ pub struct Config {
     /// `--client-output-buffer-limit`, as given (the server checks it and applies it over
     /// Redis's defaults).
     pub client_output_buffer_limit: Option<String>,
+    /// `--notify-keyspace-events`, as given (checked: only Redis's class characters).
+    pub notify_keyspace_events: String,
+    /// `--enable-debug-command`.
+    pub enable_debug_command: DebugCommand,
     /// RAFT.FAULT is allowed.
     pub fault_injection: bool,
     /// Test-only clock offset in ms (chaos tests).
@@ -409,6 +444,17 @@ impl Config {
             protected_mode: s.protected_mode.on(),
             timeout: s.timeout,
             client_output_buffer_limit: s.client_output_buffer_limit,
+            // Redis's classes; the server shows them in Redis's normal form.
+            notify_keyspace_events: if s
+                .notify_keyspace_events
+                .chars()
+                .all(|c| "Ag$lshzxeKEtmdn".contains(c))
+            {
+                s.notify_keyspace_events
+            } else {
+                bail!("--notify-keyspace-events: Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+            },
+            enable_debug_command: s.enable_debug_command,
             bind: s.bind,
             port: s.port,
             dir: s.dir,

@@ -6,15 +6,15 @@
 //!
 //! - **live**: `CONFIG SET` changes the running node (`maxclients`, the request-size limits,
 //!   `requirepass`, `loglevel`, the slow log's two settings, `lock-delay-ms`,
-//!   `protected-mode`, `timeout`, `client-output-buffer-limit`);
+//!   `protected-mode`, `timeout`, `client-output-buffer-limit`, `notify-keyspace-events`);
 //! - **stored**: Redis's encoding and tuning parameters, which mean nothing to Palisade's
 //!   storage. `CONFIG SET` checks the value as Redis does and keeps it, and `CONFIG GET`
 //!   shows it; the encoding thresholds also shape what `OBJECT ENCODING` reports;
 //! - **ignored**: persistence parameters whose answer is a fact of Palisade (`save ""`,
 //!   `appendonly yes`, `appendfsync always`: every write is fsync'd before its reply). A
 //!   valid `CONFIG SET` is accepted, and `CONFIG GET` keeps telling the truth;
-//! - **fixed**: what Palisade cannot do (`maxmemory`, keyspace events for ordinary
-//!   commands): `CONFIG SET` accepts only the value it has and refuses any other;
+//! - **fixed**: what Palisade cannot do (`maxmemory`, `latency-monitor-threshold`):
+//!   `CONFIG SET` accepts only the value it has and refuses any other;
 //! - **immutable** or **protected**: set at start (the flags), refused by `CONFIG SET` with
 //!   Redis's text.
 //!
@@ -253,6 +253,12 @@ pub static PARAMS: &[Param] = &[
     p("node-id", Int(1, MAX), Immutable, "1"),
     p("peer-port", Int(0, 65535), Immutable, "16379"),
     p("snapshot-every", Int(1, MAX), Immutable, "10000"),
+    p(
+        "enable-debug-command",
+        Enum(&["no", "yes", "local"]),
+        Immutable,
+        "no",
+    ),
     // Redis's, with the answer that is true of Palisade.
     p("databases", Int(1, i32::MAX as i64), Immutable, "1"),
     p("daemonize", Bool, Immutable, "no"),
@@ -269,7 +275,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p("maxmemory", Memory(0, MAX), Fixed, "0"),
     p("maxmemory-clients", Memory(0, MAX), Fixed, "0"),
-    p("notify-keyspace-events", Events, Fixed, ""),
+    p("notify-keyspace-events", Events, Live, ""),
     p("latency-monitor-threshold", Int(0, MAX), Fixed, "0"),
     // Redis's encoding and tuning parameters: kept, with no effect on storage.
     p("maxmemory-policy", Enum(POLICIES), Stored, "noeviction"),
@@ -385,13 +391,11 @@ pub fn check(param: &Param, value: &[u8]) -> Result<String, String> {
                 Err("Invalid save parameters".into())
             }
         }
-        Events => {
-            if text.chars().all(|c| "Ag$lshzxeKEtmdn".contains(c)) {
-                Ok(text.into_owned())
-            } else {
-                Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
-            }
-        }
+        // Shown in Redis's normal form (`KEA` reads back as `AKE`).
+        Events => match crate::state::notify::parse_flags(&text) {
+            Some(flags) => Ok(crate::state::notify::flags_to_string(flags)),
+            None => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        },
         // Over the defaults; `Store::set` applies a value over the current limits instead.
         OutputLimits => obuf::OutputLimits::parse(&text).map(|l| l.to_string()),
     }
@@ -422,6 +426,9 @@ pub struct Live {
     pub timeout_changed: tokio::sync::Notify,
     /// The pubsub class of `client-output-buffer-limit`: hard, soft (bytes), soft seconds.
     pub pubsub_limit: [AtomicU64; 3],
+    /// `notify-keyspace-events` as class flags ([`crate::state::notify`]); the state
+    /// machine holds the same atomic.
+    pub notify_flags: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// Applies a new log level (Redis's word) to the running node's logging.
@@ -592,6 +599,10 @@ impl Store {
             "timeout" => {
                 l.timeout_secs.store(n.max(0) as u64, Ordering::Relaxed);
                 l.timeout_changed.notify_waiters();
+            }
+            "notify-keyspace-events" => {
+                let flags = crate::state::notify::parse_flags(value).unwrap_or(0);
+                l.notify_flags.store(flags, Ordering::Relaxed);
             }
             "client-output-buffer-limit" => {
                 if let Ok(limits) = obuf::OutputLimits::parse(value) {

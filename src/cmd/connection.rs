@@ -90,6 +90,10 @@ pub enum ConnCmd {
     Time,
     /// LASTSAVE.
     LastSave,
+    /// SAVE, BGSAVE, BGREWRITEAOF.
+    Save(super::save::SaveCmd),
+    /// DEBUG (allowed by `enable-debug-command`).
+    Debug(super::debug::DebugCmd),
     /// SLOWLOG subcommands.
     Slowlog(super::slowlog::SlowlogCmd),
     /// SHUTDOWN (any options: there is nothing to save).

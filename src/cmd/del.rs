@@ -42,11 +42,13 @@ impl Replicated for Del {
 
     /// Applies the deletion. Fences are untouched: they outlive the value.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        Reply::Int(
-            self.keys
-                .iter()
-                .filter(|k| ks.remove(k, ctx.now).is_some())
-                .count() as i64,
-        )
+        let mut removed = 0;
+        for k in &self.keys {
+            if ks.remove(k, ctx.now).is_some() {
+                ks.notify(crate::state::notify::GENERIC, "del", k);
+                removed += 1;
+            }
+        }
+        Reply::Int(removed)
     }
 }

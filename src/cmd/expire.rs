@@ -147,8 +147,10 @@ impl Replicated for Expire {
         }
         if when <= ctx.now as i64 {
             ks.remove(&self.key, ctx.now);
+            ks.notify(crate::state::notify::GENERIC, "del", &self.key);
         } else {
             ks.set_expire(&self.key, Some(when as u64), ctx.now);
+            ks.notify(crate::state::notify::GENERIC, "expire", &self.key);
         }
         Reply::Int(1)
     }
@@ -177,7 +179,11 @@ impl Replicated for Persist {
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match ks.get(&self.key, ctx.now) {
             Some(e) if e.expire_at.is_some() => {
-                Reply::Int(ks.set_expire(&self.key, None, ctx.now) as i64)
+                let done = ks.set_expire(&self.key, None, ctx.now);
+                if done {
+                    ks.notify(crate::state::notify::GENERIC, "persist", &self.key);
+                }
+                Reply::Int(done as i64)
             }
             _ => Reply::Int(0),
         }

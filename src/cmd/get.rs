@@ -72,6 +72,7 @@ impl Replicated for GetDel {
             Ok(Some(v)) => {
                 let v = v.clone();
                 ks.remove(&self.key, ctx.now);
+                ks.notify(crate::state::notify::GENERIC, "del", &self.key);
                 Reply::Bulk(v)
             }
             Ok(None) => Reply::Nil,

@@ -256,6 +256,7 @@ impl Replicated for HSet {
                 added += 1;
             }
         }
+        ks.notify(crate::state::notify::HASH, "hset", &self.key);
         match self.form {
             HSetForm::HSet => Reply::Int(added),
             HSetForm::HMSet => Reply::ok(),
@@ -288,6 +289,9 @@ impl Replicated for HDel {
                 }
             }
         }
+        if removed > 0 {
+            ks.notify(crate::state::notify::HASH, "hdel", &self.key);
+        }
         ks.drop_if_empty(&self.key, ctx.now);
         Reply::Int(removed)
     }
@@ -317,6 +321,7 @@ impl Replicated for HIncrBy {
         match ks.value_mut(&self.key, ctx.now, is_hash, Some(new_hash)) {
             Ok(Some(Value::Hash(h))) => {
                 h.insert(self.field.clone(), Bytes::from(next.to_string()));
+                ks.notify(crate::state::notify::HASH, "hincrby", &self.key);
                 Reply::Int(next)
             }
             Err(e) => e.into(),

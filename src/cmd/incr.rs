@@ -80,6 +80,8 @@ impl Replicated for IncrBy {
         };
         let value = Bytes::from(next.to_string());
         ks.set_str(self.key.clone(), value, expire_at, ctx.revision, ctx.now);
+        // Redis signals `incrby` for INCR, DECR and DECRBY too.
+        ks.notify(crate::state::notify::STRING, "incrby", &self.key);
         Reply::Int(next)
     }
 }

@@ -21,9 +21,24 @@ pub static COMMANDS: &[Spec] = &[Spec::new("info", -1, &["loading", "stale"], NO
         "server",
     )];
 
+/// INFO persistence's `rdb_*` fields: this node's SAVE/BGSAVE snapshots.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rdb {
+    /// Commands applied since the last save was asked for.
+    pub changes_since_last_save: u64,
+    /// A BGSAVE is running.
+    pub bgsave_in_progress: bool,
+    /// Unix seconds of the last save (the node's start before the first).
+    pub last_save_time: i64,
+    /// The last BGSAVE failed.
+    pub last_bgsave_failed: bool,
+}
+
 /// Everything INFO reports, gathered by the server at the time of the call.
 #[derive(Debug, Clone, Default)]
 pub struct InfoData {
+    /// The persistence section's save fields.
+    pub rdb: Rdb,
     /// Palisade's own version.
     pub version: &'static str,
     /// Random id of this process.
@@ -278,6 +293,24 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
         "Persistence",
         vec![
             ("loading", "0".into()),
+            (
+                "rdb_changes_since_last_save",
+                d.rdb.changes_since_last_save.to_string(),
+            ),
+            (
+                "rdb_bgsave_in_progress",
+                u8::from(d.rdb.bgsave_in_progress).to_string(),
+            ),
+            ("rdb_last_save_time", d.rdb.last_save_time.to_string()),
+            (
+                "rdb_last_bgsave_status",
+                if d.rdb.last_bgsave_failed {
+                    "err"
+                } else {
+                    "ok"
+                }
+                .into(),
+            ),
             ("aof_enabled", "0".into()),
             ("raft_log_fsync", "always".into()),
             ("dir", d.dir.clone()),

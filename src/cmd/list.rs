@@ -194,6 +194,13 @@ pub fn pop_n(ks: &mut Keyspace, key: &Bytes, end: End, n: usize, now: u64) -> Ve
             }
         }
     }
+    if !out.is_empty() {
+        let event = match end {
+            End::Left => "lpop",
+            End::Right => "rpop",
+        };
+        ks.notify(crate::state::notify::LIST, event, key);
+    }
     ks.drop_if_empty(key, now);
     out
 }
@@ -219,6 +226,11 @@ impl Replicated for Push {
             }
         }
         let len = list.len() as i64;
+        let event = match self.end {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        };
+        ks.notify(crate::state::notify::LIST, event, &self.key);
         ks.emit(Event::Touched(self.key.clone()));
         Reply::Int(len)
     }

@@ -19,6 +19,7 @@ pub mod client;
 pub mod command;
 pub mod config;
 pub mod connection;
+pub mod debug;
 pub mod del;
 pub mod eval;
 pub mod evict;
@@ -29,6 +30,7 @@ pub mod fencecheck;
 pub mod fencedget;
 pub mod fencedset;
 pub mod float80;
+pub mod flush;
 pub mod get;
 pub mod getex;
 pub mod hash;
@@ -55,6 +57,7 @@ pub mod raft;
 pub mod registry;
 pub mod rename;
 pub mod renew;
+pub mod save;
 pub mod script;
 pub mod set;
 pub mod sets;
@@ -99,6 +102,9 @@ registry::commands! {
     slowlog: [],
     latency: [],
     swapdb: [],
+    flush: [95 => Flush(Flush)],
+    save: [],
+    debug: [],
     shutdown: [],
     memory: [],
     object: [],

@@ -41,6 +41,8 @@ pub enum Question {
     RefCount,
     /// MEMORY USAGE.
     Memory,
+    /// DEBUG OBJECT.
+    Debug,
 }
 
 /// A question about one key, answered by the session after reading the key.

@@ -194,15 +194,28 @@ impl Replicated for Set {
         };
         match expire_at {
             Some(at) if at <= ctx.now => {
+                // Redis sets the key and expires it at once: its events say so.
+                if !found {
+                    ks.notify(crate::state::notify::NEW, "new", &self.key);
+                }
                 ks.remove(&self.key, ctx.now);
+                ks.notify(crate::state::notify::STRING, "set", &self.key);
+                ks.notify(crate::state::notify::GENERIC, "expire", &self.key);
+                ks.notify(crate::state::notify::EXPIRED, "expired", &self.key);
             }
-            _ => ks.set_str(
-                self.key.clone(),
-                self.value.clone(),
-                expire_at,
-                ctx.revision,
-                ctx.now,
-            ),
+            _ => {
+                ks.set_str(
+                    self.key.clone(),
+                    self.value.clone(),
+                    expire_at,
+                    ctx.revision,
+                    ctx.now,
+                );
+                ks.notify(crate::state::notify::STRING, "set", &self.key);
+                if matches!(self.ttl, TtlMode::Set(_)) {
+                    ks.notify(crate::state::notify::GENERIC, "expire", &self.key);
+                }
+            }
         }
         match (self.get, self.form) {
             (true, _) => old_reply(),

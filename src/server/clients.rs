@@ -1,11 +1,15 @@
-//! The registry of connected clients, for CLIENT LIST/INFO and INFO's clients section.
+//! The registry of connected clients, for CLIENT LIST/INFO/KILL, CLIENT PAUSE and INFO's
+//! clients section.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+pub use crate::cmd::client::KillFilter;
 
 /// What CLIENT LIST shows about one connection.
 #[derive(Debug, Clone)]
@@ -34,6 +38,36 @@ pub struct ClientInfo {
     pub blocked: bool,
     /// The ACL user the connection is authenticated as.
     pub user: String,
+    /// Set by CLIENT KILL; the session closes at its next chance.
+    pub killed: Arc<Killed>,
+}
+
+/// A connection's kill switch (CLIENT KILL).
+#[derive(Debug, Default)]
+pub struct Killed {
+    /// Set once the client is to close.
+    pub flag: AtomicBool,
+    /// Wakes the session if it is waiting for input.
+    pub notify: tokio::sync::Notify,
+}
+
+impl Killed {
+    /// True once CLIENT KILL chose this client.
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    fn kill(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
+/// CLIENT PAUSE: until when, and whether reads wait too (`ALL`) or only writes (`WRITE`).
+#[derive(Debug, Clone, Copy)]
+struct Pause {
+    until: Instant,
+    all: bool,
 }
 
 impl ClientInfo {
@@ -63,6 +97,10 @@ pub struct Clients {
     map: Mutex<BTreeMap<u64, ClientInfo>>,
     /// Pub/sub subscriptions on this node: client id -> (channels, patterns).
     subs: Mutex<BTreeMap<u64, Subscriptions>>,
+    /// CLIENT PAUSE in force on this node (None: none).
+    pause: Mutex<Option<Pause>>,
+    /// Woken by CLIENT UNPAUSE and by a new CLIENT PAUSE.
+    pub pause_changed: tokio::sync::Notify,
 }
 
 /// One client's channels and patterns.
@@ -181,6 +219,73 @@ impl Clients {
     /// True when no client is connected.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Kills the clients matching `f` (`me`: the caller); returns how many.
+    pub fn kill(&self, f: &KillFilter, me: u64) -> usize {
+        if f.no_type {
+            return 0;
+        }
+        let subscribed: BTreeSet<u64> = self
+            .subs
+            .lock()
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        let Ok(m) = self.map.lock() else { return 0 };
+        let mut n = 0;
+        for c in m.values() {
+            let matches = f.id.is_none_or(|id| id == c.id)
+                && f.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
+                && f.laddr.as_ref().is_none_or(|a| *a == c.laddr.to_string())
+                && f.user.as_ref().is_none_or(|u| *u == c.user)
+                && f.pubsub.is_none_or(|p| p == subscribed.contains(&c.id))
+                && !(f.skipme && c.id == me);
+            if matches {
+                c.killed.kill();
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The kill switch of client `id` (a fresh one if it is not registered).
+    pub fn killed(&self, id: u64) -> Arc<Killed> {
+        self.map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&id).map(|c| c.killed.clone()))
+            .unwrap_or_default()
+    }
+
+    /// CLIENT PAUSE: commands (`all`) or writes wait until `until` or CLIENT UNPAUSE. A
+    /// pause in force is only ever extended, and an `ALL` one is not narrowed to `WRITE`
+    /// while it lasts, as in Redis.
+    pub fn pause(&self, until: Instant, all: bool) {
+        if let Ok(mut p) = self.pause.lock() {
+            let now = Instant::now();
+            *p = Some(match *p {
+                Some(old) if old.until > now => Pause {
+                    until: old.until.max(until),
+                    all: old.all || all,
+                },
+                _ => Pause { until, all },
+            });
+        }
+        self.pause_changed.notify_waiters();
+    }
+
+    /// CLIENT UNPAUSE.
+    pub fn unpause(&self) {
+        if let Ok(mut p) = self.pause.lock() {
+            *p = None;
+        }
+        self.pause_changed.notify_waiters();
+    }
+
+    /// Until when a command must wait (`write`: it may change the data), or None.
+    pub fn paused_until(&self, write: bool) -> Option<Instant> {
+        let p = (*self.pause.lock().ok()?)?;
+        (p.until > Instant::now() && (p.all || write)).then_some(p.until)
     }
 
     /// One connection's line.

@@ -11,6 +11,7 @@ pub mod listwait;
 pub mod lockwait;
 pub mod proposer;
 pub mod reader;
+pub mod save;
 pub mod session;
 pub mod stream;
 
@@ -173,8 +174,10 @@ pub struct Shared {
     pub settings: crate::cmd::config::Store,
     /// Commands slower than `slowlog-log-slower-than`.
     pub slowlog: crate::cmd::slowlog::SlowLog,
-    /// Unix time (seconds) at which the server started (LASTSAVE).
+    /// Unix time (seconds) at which the server started.
     pub started_unix: i64,
+    /// SAVE/BGSAVE: the last snapshot asked for (LASTSAVE, INFO persistence).
+    pub saves: save::Saves,
     /// Signalled by SHUTDOWN; [`Server::shutdown_requested`] waits for it.
     pub shutdown: tokio::sync::Notify,
     /// This node's applied ACL users ([`crate::store::SmState::acl`]).
@@ -393,6 +396,14 @@ impl Shared {
                     .map(Text),
             ),
             ("tls-cluster", Some(Text(v("tls-cluster")))),
+            (
+                "notify-keyspace-events",
+                Some(Text(v("notify-keyspace-events"))),
+            ),
+            (
+                "enable-debug-command",
+                Some(Text(c.enable_debug_command.word().into())),
+            ),
         ];
         let tls = c.tls.as_ref();
         let path = |p: &std::path::Path| Text(p.display().to_string());
@@ -433,6 +444,13 @@ impl Shared {
         let sync = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let role = role_name(m.state);
         InfoData {
+            rdb: crate::cmd::info::Rdb {
+                changes_since_last_save: revision
+                    .saturating_sub(self.saves.revision_at_save.load(Ordering::Relaxed)),
+                bgsave_in_progress: self.saves.in_progress.load(Ordering::Relaxed),
+                last_save_time: self.saves.last_save.load(Ordering::Relaxed),
+                last_bgsave_failed: self.saves.last_failed.load(Ordering::Relaxed),
+            },
             version: env!("CARGO_PKG_VERSION"),
             run_id: self.run_id.clone(),
             tcp_port: self.addr.port(),
@@ -633,6 +651,13 @@ fn start_params(
         ("timeout", c.timeout.to_string()),
         ("client-output-buffer-limit", output_limits.to_string()),
         ("tls-cluster", yes_no(c.tls_cluster).into()),
+        (
+            "notify-keyspace-events",
+            crate::state::notify::parse_flags(&c.notify_keyspace_events)
+                .map(crate::state::notify::flags_to_string)
+                .unwrap_or_default(),
+        ),
+        ("enable-debug-command", c.enable_debug_command.word().into()),
     ];
     if let Some(t) = &c.tls {
         let path = |p: &std::path::Path| p.display().to_string();
@@ -742,6 +767,13 @@ impl Server {
             .acl
             .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
+        let started_unix = unix_secs();
+        let start_revision = node
+            .state
+            .read()
+            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+            .ks
+            .revision();
         let shared = Arc::new(Shared {
             peer_refusals: Default::default(),
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
@@ -772,12 +804,19 @@ impl Server {
             )),
             tls,
             slowlog: Default::default(),
-            started_unix: unix_secs(),
+            started_unix,
+            saves: save::Saves::new(started_unix, start_revision),
             shutdown: tokio::sync::Notify::new(),
             acl,
             acl_log: Default::default(),
             config,
         });
+        // Apply records the keyspace notifications CONFIG's notify-keyspace-events asks for.
+        shared
+            .state
+            .write()
+            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+            .notify_flags = shared.settings.live.notify_flags.clone();
         // Subscribed before the first client connects, so that no grant to a waiter is missed.
         let lock_events = shared
             .state
@@ -966,6 +1005,7 @@ async fn accept_loop(shared: Arc<Shared>, listeners: Listeners, mut stop: watch:
             cmd: "NULL".into(),
             blocked: false,
             user: crate::state::acl::DEFAULT_USER.into(),
+            killed: Default::default(),
         });
         let (sh, rx) = (shared.clone(), stop.clone());
         sessions.spawn(async move {

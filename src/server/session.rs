@@ -66,9 +66,17 @@ pub struct Session {
     last_io: Instant,
     /// A write left bytes in the TLS layer that a flush must push out.
     unflushed: bool,
+    /// CLIENT KILL's switch for this connection.
+    killed: Arc<super::clients::Killed>,
+    /// CLIENT REPLY OFF.
+    reply_off: bool,
+    /// CLIENT REPLY SKIP: how many more commands get no reply (the SKIP and the next one).
+    reply_skip: u8,
 }
 
 enum Slot {
+    /// A reply that is awaited but not sent (CLIENT REPLY OFF or SKIP).
+    Silent(Box<Slot>),
     Ready(Reply),
     Write(oneshot::Receiver<Reply>, Instant, Option<Timed>),
     Read(oneshot::Receiver<Reply>, Instant, Option<Timed>),
@@ -140,6 +148,7 @@ pub async fn serve(
     let peer_field = peer.clone();
     async move {
         let user = shared.initial_user();
+        let shared_killed = shared.clients.killed(id);
         let mut s = Session {
             id,
             proto: Protocol::Resp2,
@@ -157,6 +166,9 @@ pub async fn serve(
             peer: peer_field,
             last_io: Instant::now(),
             unflushed: false,
+            killed: shared_killed,
+            reply_off: false,
+            reply_skip: 0,
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -216,7 +228,7 @@ impl Session {
                 }
                 self.finish_slots(stream).await?;
                 self.flush(stream).await?;
-                if self.quit {
+                if self.quit || self.killed.is_set() {
                     return Ok(());
                 }
             }
@@ -274,7 +286,16 @@ impl Session {
         } else {
             stats::Outcome::Called
         };
+        self.wait_if_paused(&argv).await;
         self.dispatch(argv, stream).await?;
+        // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
+        let silent = self.reply_off || self.reply_skip > 0;
+        self.reply_skip = self.reply_skip.saturating_sub(1);
+        if silent {
+            if let Some(last) = self.slots.pop() {
+                self.slots.push(Slot::Silent(Box::new(last)));
+            }
+        }
         self.counts
             .begin(name, self.outcome, start, self.slots.len());
         Ok(())
@@ -430,6 +451,33 @@ impl Session {
                 self.shared.shutdown.notify_one();
                 self.quit = true;
             }
+            Ok(Request::Conn(ConnCmd::Save(cmd::save::SaveCmd::Save))) => {
+                self.finish_slots(stream).await?;
+                let reply = super::save::save(&self.shared).await;
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Conn(ConnCmd::Debug(
+                d @ (cmd::debug::DebugCmd::Sleep(_) | cmd::debug::DebugCmd::Object(_)),
+            ))) if self.debug_allowed() => {
+                self.finish_slots(stream).await?;
+                let reply = match d {
+                    cmd::debug::DebugCmd::Sleep(secs) => {
+                        tokio::time::sleep(Duration::from_secs_f64(secs.min(86_400.0))).await;
+                        Reply::ok()
+                    }
+                    cmd::debug::DebugCmd::Object(key) => {
+                        self.key_info(KeyQuery {
+                            key,
+                            question: Question::Debug,
+                        })
+                        .await
+                    }
+                    cmd::debug::DebugCmd::Reply(r) => r,
+                };
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
             Ok(Request::Conn(c)) => {
                 self.finish_slots(stream).await?;
                 let reply = self.conn(c);
@@ -456,7 +504,12 @@ impl Session {
     async fn finish_slots(&mut self, stream: &mut ClientStream) -> std::io::Result<()> {
         self.counts.close_done();
         for slot in std::mem::take(&mut self.slots) {
+            let (slot, silent) = match slot {
+                Slot::Silent(inner) => (*inner, true),
+                s => (s, false),
+            };
             let (reply, timed) = match slot {
+                Slot::Silent(_) => (Reply::ok(), None),
                 Slot::Ready(r) => (r, None),
                 Slot::Write(rx, deadline, t) => (await_write(rx, deadline).await, t),
                 Slot::Read(rx, deadline, t) => (await_read(rx, deadline).await, t),
@@ -467,6 +520,9 @@ impl Session {
             };
             self.counts.reply(&reply);
             self.record(timed);
+            if silent {
+                continue;
+            }
             reply.encode(self.proto, &mut self.out);
             if self.out.len() >= OUT_FLUSH {
                 self.flush(stream).await?;
@@ -551,7 +607,19 @@ impl Session {
             }
             ConnCmd::Config(c) => self.config_cmd(c),
             ConnCmd::Time => crate::cmd::time::reply(unix_now()),
-            ConnCmd::LastSave => Reply::Int(self.shared.started_unix),
+            ConnCmd::LastSave => Reply::Int(self.shared.saves.last_save.load(Ordering::Relaxed)),
+            // SAVE is refused inside MULTI (`no_multi`) and handled in `handle` otherwise.
+            ConnCmd::Save(cmd::save::SaveCmd::Save) => {
+                Reply::err("ERR Command not allowed inside a transaction")
+            }
+            ConnCmd::Save(c) => super::save::background(&self.shared, c),
+            ConnCmd::Debug(_) if !self.debug_allowed() => Reply::err(cmd::debug::NOT_ALLOWED),
+            ConnCmd::Debug(cmd::debug::DebugCmd::Reply(r)) => r,
+            // Inside a transaction: no pause, and no read of a key.
+            ConnCmd::Debug(cmd::debug::DebugCmd::Sleep(_)) => Reply::ok(),
+            ConnCmd::Debug(cmd::debug::DebugCmd::Object(_)) => {
+                Reply::err("ERR Command not allowed inside a transaction")
+            }
             ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
             ConnCmd::PubSub(c) => self.pubsub_info(c),
             ConnCmd::Acl(c) => self.acl_local(c),
@@ -644,7 +712,12 @@ impl Session {
                 break;
             }
         }
-        let Some(v) = value else { return Reply::Nil };
+        let Some(v) = value else {
+            return match q.question {
+                Question::Debug => Reply::err("ERR no such key"),
+                _ => Reply::Nil,
+            };
+        };
         let number = |name: &str| self.shared.settings.value(name).parse().unwrap_or(0);
         let t = object::Thresholds {
             hash_entries: number("hash-max-listpack-entries"),
@@ -659,6 +732,56 @@ impl Session {
             Question::IdleTime => Reply::Int(0),
             Question::RefCount => Reply::Int(v.refcount()),
             Question::Memory => Reply::Int(v.memory_usage(&q.key, &t)),
+            Question::Debug => {
+                let len = match &v {
+                    object::Value::Str(s) => s.len(),
+                    object::Value::Hash(pairs) => {
+                        pairs.iter().map(|(f, v)| f.len() + v.len() + 2).sum()
+                    }
+                    object::Value::List(items) => items.iter().map(|i| i.len() + 1).sum(),
+                };
+                cmd::debug::object_line(v.encoding(&t), len + 1)
+            }
+        }
+    }
+
+    /// Waits while a CLIENT PAUSE holds this command back: every command under `ALL`, the
+    /// ones that may change data (writes, scripts, PUBLISH) under `WRITE`, as in Redis.
+    async fn wait_if_paused(&self, argv: &[Bytes]) {
+        let clients = &self.shared.clients;
+        let Some(spec) = cmd::lookup(&String::from_utf8_lossy(&argv[0]).to_lowercase()) else {
+            return;
+        };
+        let write = spec.flags.contains(&"write")
+            || matches!(
+                spec.name,
+                "eval" | "evalsha" | "publish" | "exec" | "lock" | "unlock" | "renew"
+            );
+        loop {
+            let changed = clients.pause_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let Some(until) = clients.paused_until(write) else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = &mut changed => {}
+            }
+        }
+    }
+
+    /// True if `enable-debug-command` lets this connection run DEBUG (`local`: from a
+    /// loopback address only).
+    fn debug_allowed(&self) -> bool {
+        use crate::config::DebugCommand;
+        match self.shared.config.enable_debug_command {
+            DebugCommand::Yes => true,
+            DebugCommand::No => false,
+            DebugCommand::Local => self
+                .peer
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|a| a.ip().is_loopback()),
         }
     }
 
@@ -725,6 +848,44 @@ impl Session {
             }
             ClientCmd::Info => Reply::Verbatim(self.shared.clients.line(self.id) + "\n"),
             ClientCmd::List => Reply::Verbatim(self.shared.clients.list()),
+            ClientCmd::Kill(f, old_form) => {
+                if let Some(user) = &f.user {
+                    if self.shared.acl.borrow().get(user).is_none() {
+                        return Reply::err(format!("ERR No such user '{user}'"));
+                    }
+                }
+                let n = self.shared.clients.kill(&f, self.id);
+                match (old_form, n) {
+                    (true, 0) => Reply::err("ERR No such client"),
+                    (true, _) => Reply::ok(),
+                    (false, n) => Reply::Int(n as i64),
+                }
+            }
+            ClientCmd::Pause { ms, all } => {
+                // A timeout past what the clock can hold pauses for a year.
+                let until = Instant::now()
+                    .checked_add(Duration::from_millis(ms))
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400));
+                self.shared.clients.pause(until.into_std(), all);
+                Reply::ok()
+            }
+            ClientCmd::Unpause => {
+                self.shared.clients.unpause();
+                Reply::ok()
+            }
+            ClientCmd::Reply(mode) => {
+                use crate::cmd::client::ReplyMode;
+                match mode {
+                    ReplyMode::On => {
+                        self.reply_off = false;
+                        self.reply_skip = 0;
+                    }
+                    ReplyMode::Off => self.reply_off = true,
+                    // This command and the next.
+                    ReplyMode::Skip => self.reply_skip = 2,
+                }
+                Reply::ok()
+            }
         }
     }
 }

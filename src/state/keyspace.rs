@@ -137,6 +137,9 @@ pub struct Keyspace {
     compact_fences_at: usize,
     events: Vec<Event>,
     journal: Option<Journal>,
+    /// This node's `notify-keyspace-events` classes ([`super::notify`]): which keyspace
+    /// notifications apply records. A local output filter, never part of the state.
+    notify_flags: u32,
 }
 
 /// Undo information for one script run: the first old value of everything it touched.
@@ -176,6 +179,18 @@ pub enum Event {
         /// The waiter granted the lock (grants from the queue only).
         waiter: Option<WaiterId>,
     },
+    /// A keyspace notification ([`Keyspace::notify`]), for the channels chosen when it was
+    /// recorded.
+    Notify {
+        /// Redis's event name (`set`, `del`, `expired`, ...).
+        event: &'static str,
+        /// The key.
+        key: Bytes,
+        /// Publish on `__keyspace@0__:<key>`.
+        keyspace: bool,
+        /// Publish on `__keyevent@0__:<event>`.
+        keyevent: bool,
+    },
 }
 
 impl Event {
@@ -191,6 +206,23 @@ impl Event {
                 owner,
                 ..
             } => lock_notifications(*kind, key, *token, owner).to_vec(),
+            Event::Notify {
+                event,
+                key,
+                keyspace,
+                keyevent,
+            } => {
+                let mut out = Vec::with_capacity(2);
+                if *keyspace {
+                    let mut channel = b"__keyspace@0__:".to_vec();
+                    channel.extend_from_slice(key);
+                    out.push((Bytes::from(channel), Bytes::from_static(event.as_bytes())));
+                }
+                if *keyevent {
+                    out.push((Bytes::from(format!("__keyevent@0__:{event}")), key.clone()));
+                }
+                out
+            }
         }
     }
 }
@@ -330,15 +362,40 @@ impl Keyspace {
         }))
     }
 
-    /// Removes `key` if it holds an empty hash or list.
+    /// Removes `key` if it holds an empty hash or list (with Redis's `del` notification).
     pub fn drop_if_empty(&mut self, key: &[u8], now: u64) {
         if self
             .entries
             .get(key)
             .is_some_and(|e| e.value.is_empty_collection())
         {
+            self.notify(super::notify::GENERIC, "del", key);
             self.remove(key, now);
         }
+    }
+
+    /// Sets this node's `notify-keyspace-events` classes (see [`super::notify`]).
+    pub fn set_notify_flags(&mut self, flags: u32) {
+        self.notify_flags = flags;
+    }
+
+    /// Records Redis's keyspace notification `event` of `class` (a [`super::notify`]
+    /// constant such as `notify::STRING`) for `key`, if this node's flags ask for it.
+    /// Commands call it in apply, after the change and in the order Redis signals events:
+    /// e.g. `ks.notify(notify::LIST, "lpush", &key)`. It costs one test when notifications
+    /// are off; a script rolled back drops its notifications with its other events.
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        use super::notify::{KEYEVENT, KEYSPACE};
+        let flags = self.notify_flags;
+        if flags & class == 0 || flags & (KEYSPACE | KEYEVENT) == 0 {
+            return;
+        }
+        self.events.push(Event::Notify {
+            event,
+            key: Bytes::copy_from_slice(key),
+            keyspace: flags & KEYSPACE != 0,
+            keyevent: flags & KEYEVENT != 0,
+        });
     }
 
     /// Writes a string. The token is kept when a live entry already holds the same value
@@ -370,8 +427,17 @@ impl Keyspace {
         );
     }
 
-    /// Inserts or replaces an entry (its `modified` becomes the current revision).
+    /// Inserts or replaces an entry (its `modified` becomes the current revision). A key
+    /// that was not live at the entry's cluster time is new (Redis's `new` notification).
     pub fn insert(&mut self, key: Bytes, mut entry: Entry) {
+        if self.notify_flags & super::notify::NEW != 0
+            && !self
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.live(self.clock.now))
+        {
+            self.notify(super::notify::NEW, "new", &key);
+        }
         self.note(&key);
         entry.modified = self.revision;
         self.raw_insert(key, entry);

@@ -287,6 +287,7 @@ impl Keyspace {
         let Some(old) = self.take_expired(key, now) else {
             return false;
         };
+        self.notify(super::notify::EXPIRED, "expired", key);
         let Value::Str(owner) = &old.value else {
             return true;
         };

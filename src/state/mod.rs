@@ -8,6 +8,7 @@ pub mod acl;
 pub mod clock;
 pub mod keyspace;
 pub mod locks;
+pub mod notify;
 pub mod pattern;
 pub mod scripts;
 pub mod zset;

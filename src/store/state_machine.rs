@@ -53,6 +53,9 @@ pub struct SmState {
     /// The applied ACL users, republished after every batch that changed them: sessions
     /// check each command against this copy without taking the state lock.
     pub acl: AclView,
+    /// This node's `notify-keyspace-events` classes, shared with CONFIG: which keyspace
+    /// notifications apply records (an output filter, see [`crate::state::notify`]).
+    pub notify_flags: Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// A node's view of the replicated ACL users (see [`SmState::acl`]).
@@ -80,6 +83,7 @@ impl Default for SmState {
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             acl: AclView::new(Arc::default()),
+            notify_flags: Arc::default(),
         }
     }
 }
@@ -163,6 +167,7 @@ impl StateMachine {
             events: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             acl,
+            notify_flags: Arc::default(),
         };
         Ok(StateMachine {
             db,
@@ -354,6 +359,8 @@ impl StateMachine {
                 EntryPayload::Normal(batch) => {
                     st.applied_entries += 1;
                     st.applied_commands += batch.cmds.len() as u64;
+                    let flags = st.notify_flags.load(std::sync::atomic::Ordering::Relaxed);
+                    st.ks.set_notify_flags(flags);
                     let reply = apply_batch(&mut st.ks, entry.log_id.leader_id.term, &batch);
                     for (cmd, r) in batch.cmds.iter().zip(&reply.0) {
                         if let (crate::cmd::Command::Evict(_), Reply::Int(n)) = (cmd, r) {

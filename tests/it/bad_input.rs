@@ -70,6 +70,15 @@ const PROTOCOL_CASES: &[(&str, &[u8])] = &[
     ("NUL in an inline command", b"ECHO\x00a\r\nPING\r\n"),
     ("NUL in a multibulk length", b"*1\x00\r\n$4\r\nPING\r\n"),
     ("a header line cut after its CR", b"*1\r\n$4\r"),
+    // Issue 14, item 8.
+    ("'*' without a length", b"*\r\n"),
+    ("'$' without a length", b"*1\r\n$\r\n"),
+    ("bulk length above INT_MAX", b"*1\r\n$2147483648\r\n"),
+    (
+        "an integer where a bulk was expected",
+        b"*2\r\n$4\r\nECHO\r\n:1\r\n",
+    ),
+    ("an unbalanced single quote", b"ECHO 'abc\r\n"),
 ];
 
 #[test]

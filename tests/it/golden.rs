@@ -210,6 +210,7 @@ const RECIPES: &[&str] = &[
     "ZDIFFSTORE d 2 a b",
     "BZPOPMIN a b 1.5",
     "BZMPOP 0 2 a b MIN COUNT 3",
+    "FLUSHALL",
 ];
 
 fn fixture() -> PathBuf {

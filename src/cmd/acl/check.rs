@@ -129,6 +129,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "bitmap" => add("bitmap"),
         "sorted-set" => add("sortedset"),
         "generic" => add("keyspace"),
+        "server" if matches!(spec.name, "flushall" | "flushdb") => add("keyspace"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
         "scripting" => add("scripting"),
@@ -153,7 +154,10 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             add(cat);
         }
     }
-    if matches!(spec.name, "keys" | "info" | "swapdb") {
+    if matches!(
+        spec.name,
+        "keys" | "info" | "swapdb" | "flushall" | "flushdb"
+    ) {
         add("dangerous");
     }
     add(if flag("fast") { "fast" } else { "slow" });

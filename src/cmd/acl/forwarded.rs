@@ -233,6 +233,7 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
             none(),
         ),
         C::Lcs(c) => (&["lcs"], vec![&c.a[..], &c.b[..]], none()),
+        C::Flush(_) => (&["flushall", "flushdb"], none(), none()),
         C::Evict(_) | C::Tick(_) | C::LockPurge(_) => return None,
     })
 }

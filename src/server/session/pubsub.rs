@@ -173,7 +173,7 @@ impl PubSub {
         let mut out = Vec::new();
         // Lock events become keyspace notifications; most subscribers want none, and their
         // channel names are only built for a connection that might.
-        if matches!(event, Event::Lock { .. })
+        if matches!(event, Event::Lock { .. } | Event::Notify { .. })
             && self.subs.patterns.is_empty()
             && !self.subs.channels.iter().any(|c| c.starts_with(b"__key"))
         {

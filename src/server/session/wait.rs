@@ -56,6 +56,10 @@ impl Session {
         stop: &mut watch::Receiver<bool>,
     ) -> std::io::Result<bool> {
         let shared = self.shared.clone();
+        let killed = self.killed.clone();
+        if killed.is_set() {
+            return Ok(false);
+        }
         // Armed before the timeout is read, so a CONFIG SET timeout in between is not missed.
         let changed = shared.settings.live.timeout_changed.notified();
         tokio::pin!(changed);
@@ -88,6 +92,7 @@ impl Session {
                 }
             }
             _ = &mut changed => {}
+            _ = killed.notify.notified() => return Ok(false),
             _ = stop.changed() => return Ok(false),
         }
         Ok(true)
