@@ -13,8 +13,11 @@
 
 pub mod bitlib;
 pub mod bridge;
+pub mod cjson;
+pub mod cmsgpack;
 pub mod convert;
 pub mod sandbox;
+pub mod structlib;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -17,6 +17,7 @@ mod chaos;
 mod cluster;
 mod cluster_scripting;
 mod config;
+mod diff_lua;
 mod differential;
 mod durability;
 mod glob;
