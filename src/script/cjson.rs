@@ -329,7 +329,10 @@ pub fn create(lua: &Lua) -> mlua::Result<Table> {
             enum_result(lua, v, BOOL_OPTIONS, 1)
         })?,
     )?;
-    t.raw_set("new", lua.create_function(|lua, _: MultiValue| create(lua))?)?;
+    t.raw_set(
+        "new",
+        lua.create_function(|lua, _: MultiValue| create(lua))?,
+    )?;
     t.raw_set("null", null())?;
     t.raw_set("_NAME", "cjson")?;
     t.raw_set("_VERSION", "2.1.0")?;
@@ -347,9 +350,7 @@ fn cannot(kind: &str, reason: &str) -> mlua::Error {
 fn encode_value(cfg: &Config, v: &Value, depth: i64, out: &mut Vec<u8>) -> mlua::Result<()> {
     match v {
         Value::String(s) => encode_string(&s.as_bytes(), out),
-        Value::Number(_) | Value::Integer(_) => {
-            encode_number(cfg, number(v).unwrap_or(0.0), out)?
-        }
+        Value::Number(_) | Value::Integer(_) => encode_number(cfg, number(v).unwrap_or(0.0), out)?,
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(ud) if ud.0.is_null() => out.extend_from_slice(b"null"),
@@ -425,9 +426,7 @@ fn array_length(cfg: &Config, t: &Table) -> mlua::Result<Option<usize>> {
             _ => return Ok(None),
         }
     }
-    if cfg.sparse_ratio > 0
-        && max > items * cfg.sparse_ratio as f64
-        && max > cfg.sparse_safe as f64
+    if cfg.sparse_ratio > 0 && max > items * cfg.sparse_ratio as f64 && max > cfg.sparse_safe as f64
     {
         if !cfg.sparse_convert {
             return Err(cannot("table", "excessively sparse array"));
@@ -551,8 +550,10 @@ impl Parser<'_> {
         if ch == 0 {
             return (Tok::End, index);
         }
-        let unknown = matches!(ch, b'f' | b'i' | b'I' | b'n' | b'N' | b't' | b'"' | b'+' | b'-')
-            || ch.is_ascii_digit();
+        let unknown = matches!(
+            ch,
+            b'f' | b'i' | b'I' | b'n' | b'N' | b't' | b'"' | b'+' | b'-'
+        ) || ch.is_ascii_digit();
         if !unknown {
             return (Tok::Error("invalid token"), index);
         }
@@ -600,7 +601,9 @@ impl Parser<'_> {
         } else if self.at(p) <= b'9' {
             return false;
         }
-        let word: Vec<u8> = (0..3).map(|i| self.at(p + i).to_ascii_lowercase()).collect();
+        let word: Vec<u8> = (0..3)
+            .map(|i| self.at(p + i).to_ascii_lowercase())
+            .collect();
         word == b"inf" || word == b"nan"
     }
 
@@ -651,9 +654,7 @@ impl Parser<'_> {
                                 buf.extend_from_slice(&bytes);
                                 self.pos += len;
                             }
-                            None => {
-                                return (Tok::Error("invalid unicode escape code"), self.pos)
-                            }
+                            None => return (Tok::Error("invalid unicode escape code"), self.pos),
                         }
                         continue;
                     }
@@ -970,8 +971,14 @@ mod tests {
     fn encodes_like_lua_cjson() {
         let lua = lua();
         assert_eq!(eval(&lua, "return cjson.encode({})"), "{}");
-        assert_eq!(eval(&lua, "return cjson.encode({1,2,{a=1}})"), "[1,2,{\"a\":1}]");
-        assert_eq!(eval(&lua, "return cjson.encode({[1]=1,[3]=3})"), "[1,null,3]");
+        assert_eq!(
+            eval(&lua, "return cjson.encode({1,2,{a=1}})"),
+            "[1,2,{\"a\":1}]"
+        );
+        assert_eq!(
+            eval(&lua, "return cjson.encode({[1]=1,[3]=3})"),
+            "[1,null,3]"
+        );
         assert_eq!(
             eval(&lua, "return cjson.encode('a\"\\\\/\\n\\1\\127')"),
             "\"a\\\"\\\\\\/\\n\\u0001\\u007f\""
@@ -992,21 +999,39 @@ mod tests {
     fn decodes_like_lua_cjson() {
         let lua = lua();
         assert_eq!(
-            eval(&lua, "return cjson.encode(cjson.decode('[1.5e300, -0, 123456789012345678]'))"),
+            eval(
+                &lua,
+                "return cjson.encode(cjson.decode('[1.5e300, -0, 123456789012345678]'))"
+            ),
             "[1.5e+300,-0,1.2345678901235e+17]"
         );
         assert_eq!(
-            eval(&lua, "return cjson.decode('\"\\\\u00e9\\\\ud83d\\\\ude00\"')"),
+            eval(
+                &lua,
+                "return cjson.decode('\"\\\\u00e9\\\\ud83d\\\\ude00\"')"
+            ),
             "é😀"
         );
         for (json, msg) in [
-            ("{", "Expected object key string but found T_END at character 2"),
+            (
+                "{",
+                "Expected object key string but found T_END at character 2",
+            ),
             ("[1,]", "Expected value but found T_ARR_END at character 4"),
-            ("\"abc", "Expected value but found unexpected end of string at character 5"),
-            ("\"\\x\"", "Expected value but found invalid escape code at character 2"),
+            (
+                "\"abc",
+                "Expected value but found unexpected end of string at character 5",
+            ),
+            (
+                "\"\\x\"",
+                "Expected value but found invalid escape code at character 2",
+            ),
         ] {
             lua.globals().set("j", json).unwrap();
-            let e = lua.load("return cjson.decode(j)").eval::<Value>().unwrap_err();
+            let e = lua
+                .load("return cjson.decode(j)")
+                .eval::<Value>()
+                .unwrap_err();
             assert!(e.to_string().contains(msg), "{json}: {e}");
         }
         assert_eq!(eval(&lua, "return tostring(cjson.decode('0x10'))"), "16");

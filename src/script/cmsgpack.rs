@@ -369,9 +369,7 @@ impl Cursor<'_> {
             let v = self.value(lua, top + 2, depth + 1)?;
             match &k {
                 Value::Nil => return Err(Fail::Lua(err("table index is nil"))),
-                Value::Number(n) if n.is_nan() => {
-                    return Err(Fail::Lua(err("table index is NaN")))
-                }
+                Value::Number(n) if n.is_nan() => return Err(Fail::Lua(err("table index is NaN"))),
                 _ => t.raw_set(k, v)?,
             }
         }
@@ -482,10 +480,7 @@ pub fn create(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.raw_set("_NAME", "cmsgpack")?;
     t.raw_set("_VERSION", "lua-cmsgpack 0.4.0")?;
-    t.raw_set(
-        "_COPYRIGHT",
-        "Copyright (C) 2012, Salvatore Sanfilippo",
-    )?;
+    t.raw_set("_COPYRIGHT", "Copyright (C) 2012, Salvatore Sanfilippo")?;
     t.raw_set("_DESCRIPTION", "MessagePack C implementation for Lua")?;
     Ok(t)
 }
@@ -497,7 +492,9 @@ mod tests {
     #[test]
     fn round_trips_and_encodings() {
         let lua = Lua::new();
-        lua.globals().set("cmsgpack", create(&lua).unwrap()).unwrap();
+        lua.globals()
+            .set("cmsgpack", create(&lua).unwrap())
+            .unwrap();
         let hex: String = lua
             .load(
                 "local s = cmsgpack.pack(1, -1, 200, -200, 70000, 2^40, 1.5, 0.1, 'ab', true, nil, {1,2}, {a=1}, {}) \
@@ -524,7 +521,10 @@ mod tests {
         for (code, msg) in [
             ("cmsgpack.unpack('\\196\\1a')", "Bad data format in input."),
             ("cmsgpack.unpack('\\146\\1')", "Missing bytes in input."),
-            ("cmsgpack.pack()", "bad argument #0 to 'pack' (MessagePack pack needs input.)"),
+            (
+                "cmsgpack.pack()",
+                "bad argument #0 to 'pack' (MessagePack pack needs input.)",
+            ),
             (
                 "cmsgpack.unpack_limit(cmsgpack.pack(1,2,3), 2, 9)",
                 "Start offset 9 greater than input length 3.",

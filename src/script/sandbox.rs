@@ -68,13 +68,14 @@ rawset(_G, "__redis__err__handler", function(err) return err end)
 -- tables, so each protected table becomes an empty proxy whose metatable reads through to
 -- the real table and refuses writes; _G itself is emptied the same way (its contents move
 -- to `store`). rawset, setmetatable, rawget, next, pairs and ipairs see through proxies.
+local G = _G
 local rawset, rawget, setmetatable, next, ipairs = rawset, rawget, setmetatable, next, ipairs
 local RO = "Attempt to modify a readonly table"
 local function refuse() error(RO, 2) end
 local real = {}
 local store = {}
-for k, v in next, _G do store[k] = v end
-for k in next, store do rawset(_G, k, nil) end
+for k, v in next, G do store[k] = v end
+for k in next, store do rawset(G, k, nil) end
 local function protect(t)
   local p = {}
   real[p] = t
@@ -90,7 +91,7 @@ local global_meta = {
     error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 2)
   end,
 }
-real[_G] = store
+real[G] = store
 store.rawset = function(t, k, v)
   if real[t] then error(RO, 0) end
   return rawset(t, k, v)
@@ -100,7 +101,7 @@ store.setmetatable = function(t, mt)
   return setmetatable(t, mt)
 end
 store.getmetatable = function(v)
-  if v == _G then return global_meta end
+  if v == G then return global_meta end
   if real[v] then return nil end
   return getmetatable(v)
 end
@@ -116,7 +117,7 @@ store.ipairs = function(t)
   return ipairs(real[t] or t)
 end
 setmetatable(store, global_meta)
-setmetatable(_G, { __index = store, __newindex = refuse, __metatable = false })
+setmetatable(G, { __index = store, __newindex = refuse, __metatable = false })
 "#;
 
 /// Creates the Lua state with the libraries and the values that do not need the keyspace.

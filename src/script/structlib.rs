@@ -187,11 +187,7 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::LuaString> {
             _ if is_int(opt) => {
                 let n = check_number(&args, arg, "pack", true)?;
                 arg += 1;
-                let mut value: u64 = if n < 0.0 {
-                    (n as i64) as u64
-                } else {
-                    n as u64
-                };
+                let mut value: u64 = if n < 0.0 { (n as i64) as u64 } else { n as u64 };
                 let mut buf = vec![0u8; size];
                 for i in 0..size {
                     let at = if f.little { i } else { size - 1 - i };
@@ -393,12 +389,27 @@ mod tests {
             .unwrap();
         assert_eq!(v, "-2 3 1 2 9 abc 16 4 -31 17 255 0.10000000149012");
         for (code, msg) in [
-            ("struct.pack('z', 1)", "bad argument #1 to 'pack' (invalid format option 'z')"),
-            ("struct.pack('c3', 'ab')", "bad argument #3 to 'pack' (string too short)"),
-            ("struct.pack('ii', 1)", "bad argument #3 to 'pack' (number expected, got nil)"),
-            ("struct.unpack('i', 'ab')", "bad argument #2 to 'unpack' (data string too short)"),
+            (
+                "struct.pack('z', 1)",
+                "bad argument #1 to 'pack' (invalid format option 'z')",
+            ),
+            (
+                "struct.pack('c3', 'ab')",
+                "bad argument #3 to 'pack' (string too short)",
+            ),
+            (
+                "struct.pack('ii', 1)",
+                "bad argument #3 to 'pack' (number expected, got nil)",
+            ),
+            (
+                "struct.unpack('i', 'ab')",
+                "bad argument #2 to 'unpack' (data string too short)",
+            ),
             ("struct.size('s')", "option 's' has no fixed size"),
-            ("struct.pack('i33', 1)", "integral size 33 is larger than limit of 32"),
+            (
+                "struct.pack('i33', 1)",
+                "integral size 33 is larger than limit of 32",
+            ),
             ("struct.pack('!3i', 1)", "alignment 3 is not a power of 2"),
         ] {
             let e = lua.load(code).exec().unwrap_err().to_string();
