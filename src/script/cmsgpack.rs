@@ -16,6 +16,8 @@ use super::convert::fmt_g14;
 const MAX_NESTING: usize = 16;
 /// Lua 5.1's LUAI_MAXCSTACK: the stack slots a C function may use.
 const MAX_CSTACK: usize = 8000;
+/// Stack slots kept free when returning many top-level values.
+const RESULT_MARGIN: usize = 16;
 /// Deepest nesting decoded (see the module doc).
 pub const MAX_DECODE_NESTING: usize = 1000;
 
@@ -404,6 +406,10 @@ fn unpack_full(
     let mut out = Vec::new();
     let mut cnt = 0;
     while c.left() > 0 && cnt < limit {
+        // mlua needs a few slots of its own to return the values (Redis stops at 8000).
+        if top + out.len() + RESULT_MARGIN >= MAX_CSTACK {
+            return Err(err(TOO_MANY));
+        }
         match c.value(lua, top + out.len(), 0) {
             Ok(v) => out.push(v),
             Err(Fail::Eof) => return Err(err("Missing bytes in input.")),
@@ -534,6 +540,7 @@ mod tests {
                 "stack overflow (in function mp_decode_to_lua_array)",
             ),
             ("cmsgpack.unpack(string.rep('\\1', 8000))", TOO_MANY),
+            ("cmsgpack.unpack(string.rep('\\1', 7990))", TOO_MANY),
         ] {
             let e = lua.load(code).exec().unwrap_err().to_string();
             assert!(e.contains(msg), "{code}: {e}");

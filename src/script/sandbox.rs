@@ -134,12 +134,114 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
     g.raw_set("KEYS", strings(&lua, keys)?)?;
     g.raw_set("ARGV", strings(&lua, args)?)?;
     install_random(&lua)?;
-    g.raw_set("bit", super::bitlib::create(&lua)?)?;
-    g.raw_set("cjson", super::cjson::create(&lua)?)?;
-    g.raw_set("cmsgpack", super::cmsgpack::create(&lua)?)?;
-    g.raw_set("struct", super::structlib::create(&lua)?)?;
+    for (name, table) in [
+        ("bit", super::bitlib::create(&lua)?),
+        ("cjson", super::cjson::create(&lua)?),
+        ("cmsgpack", super::cmsgpack::create(&lua)?),
+        ("struct", super::structlib::create(&lua)?),
+    ] {
+        wrap_library(&lua, &table)?;
+        g.raw_set(name, table)?;
+    }
     g.raw_set("redis", redis_table(&lua)?)?;
     Ok(lua)
+}
+
+/// The message of an error a library function raised (None for other errors, such as
+/// memory errors, which must propagate as they are).
+fn library_error(e: &mlua::Error) -> Option<String> {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => library_error(cause),
+        mlua::Error::RuntimeError(m) => Some(m.clone()),
+        _ => None,
+    }
+}
+
+/// Puts every function of a library table (written in Rust) behind [`library_shim`], so that
+/// its errors are raised as Lua strings with `luaL_error`'s position prefix, as the C
+/// libraries Redis bundles raise them: `user_script:1: ...` when the script called the
+/// function, no prefix when `pcall` did, and a plain string for `pcall` to return.
+fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
+    let mut functions = Vec::new();
+    for pair in table.pairs::<Value, Value>() {
+        if let (k, Value::Function(f)) = pair? {
+            functions.push((k, f));
+        }
+    }
+    for (k, inner) in functions {
+        let flagged = lua.create_function(move |lua, args: MultiValue| {
+            match inner.call::<MultiValue>(args) {
+                Ok(values) => {
+                    let mut out = vec![Value::Boolean(true)];
+                    out.extend(values);
+                    Ok(MultiValue::from_iter(out))
+                }
+                Err(e) => match library_error(&e) {
+                    Some(m) => Ok(MultiValue::from_iter([
+                        Value::Boolean(false),
+                        Value::String(lua.create_string(m)?),
+                    ])),
+                    None => Err(e),
+                },
+            }
+        })?;
+        // SAFETY: pushes a C closure over the function given as the only argument.
+        let shim: Function = unsafe {
+            lua.exec_raw(flagged, |state| {
+                mlua::ffi::lua_pushcclosure(state, library_shim, 1);
+            })?
+        };
+        table.raw_set(k, shim)?;
+    }
+    Ok(())
+}
+
+/// Calls its upvalue (a Rust function returning `ok, values...` or `false, message`) and
+/// returns the values, or raises the message prefixed with `luaL_where(L, 1)`.
+unsafe extern "C-unwind" fn library_shim(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(state);
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, n, ffi::LUA_MULTRET);
+    let results = ffi::lua_gettop(state);
+    if ffi::lua_toboolean(state, 1) == 0 {
+        ffi::luaL_where(state, 1);
+        if ffi::lua_objlen(state, -1) == 0 {
+            // Not called from the script's code (from pcall, say): Lua then names the
+            // function '?' in argument errors.
+            let mut len = 0;
+            let p = ffi::lua_tolstring(state, 2, &mut len);
+            let msg = std::slice::from_raw_parts(p as *const u8, len);
+            let fixed = unnamed(msg);
+            ffi::lua_pushlstring(state, fixed.as_ptr() as *const _, fixed.len());
+            drop(fixed);
+        } else {
+            ffi::lua_pushvalue(state, 2);
+        }
+        ffi::lua_concat(state, 2);
+        ffi::lua_error(state);
+    }
+    results - 1
+}
+
+/// `bad argument #N to 'name' (...)` becomes `bad argument #N to '?' (...)`.
+fn unnamed(msg: &[u8]) -> Vec<u8> {
+    const HEAD: &[u8] = b"bad argument #";
+    if !msg.starts_with(HEAD) {
+        return msg.to_vec();
+    }
+    let Some(open) = msg.windows(5).position(|w| w == b" to '") else {
+        return msg.to_vec();
+    };
+    let name_start = open + 5;
+    let Some(close) = msg[name_start..].iter().position(|&c| c == b'\'') else {
+        return msg.to_vec();
+    };
+    let mut out = msg[..name_start].to_vec();
+    out.push(b'?');
+    out.extend_from_slice(&msg[name_start + close..]);
+    out
 }
 
 /// Where `redis.call`/`redis.pcall` find the Rust function that executes commands.
@@ -394,27 +496,41 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// `redis.error_reply`/`redis.status_reply`. With anything but one string (or number) they
-/// return (not raise) the error `ERR wrong number or type of arguments`, as Redis does.
+/// `redis.error_reply`/`redis.status_reply`. With anything but one string they return (not
+/// raise) the error `ERR wrong number or type of arguments`, as Redis does.
 fn reply_table(lua: &Lua, field: &str, args: MultiValue) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let s = match (args.len(), args.front()) {
-        (1, Some(Value::String(s))) => s.clone(),
-        (1, Some(v @ (Value::Number(_) | Value::Integer(_)))) => lua.create_string(
-            super::convert::fmt_g14(super::cjson::number(v).unwrap_or(0.0)),
-        )?,
+        (1, Some(Value::String(s))) => s.as_bytes().to_vec(),
         _ => {
             t.raw_set("err", "ERR wrong number or type of arguments")?;
             return Ok(t);
         }
     };
-    let text = super::convert::error_text(&s.as_bytes());
     if field == "err" {
-        t.raw_set(field, text)?;
+        t.raw_set("err", lua.create_string(error_reply_text(&s))?)?;
     } else {
-        t.raw_set(field, s)?;
+        t.raw_set("ok", lua.create_string(&s)?)?;
     }
     Ok(t)
+}
+
+/// Redis's `luaPushErrorBuff` on `-` + the message unless it starts with one: `-CODE msg`
+/// keeps its code, a message without a space gets `ERR`; `\r` and `\n` are trimmed from
+/// both ends of the message.
+fn error_reply_text(s: &[u8]) -> Vec<u8> {
+    let body = s.strip_prefix(b"-").unwrap_or(s);
+    let (code, msg): (&[u8], &[u8]) = match body.iter().position(|&c| c == b' ') {
+        Some(i) => (&body[..i], &body[i + 1..]),
+        None => (b"ERR", body),
+    };
+    let trim = |c: &u8| *c != b'\r' && *c != b'\n';
+    let start = msg.iter().position(trim).unwrap_or(msg.len());
+    let end = msg.iter().rposition(trim).map_or(start, |i| i + 1);
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(&msg[start..end.max(start)]);
+    out
 }
 
 /// `redis.log(level, message...)`: the arguments that are strings or numbers (numbers as
@@ -429,7 +545,7 @@ fn log(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
         other => super::cjson::number(other),
     };
     let Some(level) = level else {
-        return fail(lua, "First argument must be a number");
+        return fail(lua, "First argument must be a number (log level).");
     };
     let level = level as i32;
     if !(0..=3).contains(&level) {
