@@ -33,6 +33,9 @@ fn fold(args: &MultiValue, func: &str, f: fn(i32, i32) -> i32) -> mlua::Result<f
     Ok(acc as f64)
 }
 
+/// A shift or rotation of a 32-bit value by 0..31.
+type Shift = fn(i32, u32) -> i32;
+
 /// Creates the `bit` table.
 pub fn create(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
@@ -56,7 +59,7 @@ pub fn create(lua: &Lua) -> mlua::Result<Table> {
         "bxor",
         lua.create_function(|_, a: MultiValue| fold(&a, "bxor", |x, y| x ^ y))?,
     )?;
-    let shifts: [(&'static str, fn(i32, u32) -> i32); 5] = [
+    let shifts: [(&'static str, Shift); 5] = [
         ("lshift", |x, n| ((x as u32) << n) as i32),
         ("rshift", |x, n| ((x as u32) >> n) as i32),
         ("arshift", |x, n| x >> n),

@@ -296,7 +296,7 @@ impl Cursor<'_> {
                 self.pos += 9;
                 num(v)
             }
-            0xd9 | 0xda | 0xdb => {
+            0xd9..=0xdb => {
                 let w = match b {
                     0xd9 => 1,
                     0xda => 2,
@@ -309,7 +309,7 @@ impl Cursor<'_> {
                 self.pos += 1 + w + l;
                 Ok(Value::String(s))
             }
-            0xdc | 0xdd | 0xde | 0xdf => {
+            0xdc..=0xdf => {
                 let w = if b == 0xdc || b == 0xde { 2 } else { 4 };
                 self.need(1 + w)?;
                 let l = self.be(1, w) as usize;
