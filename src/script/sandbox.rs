@@ -92,11 +92,22 @@ local global_meta = {
   end,
 }
 real[G] = store
+-- Argument errors are raised here, at the script's level, with the names Lua would give.
+local function check(t, name)
+  if type(t) ~= "table" then
+    error("bad argument #1 to '" .. name .. "' (table expected, got " .. type(t) .. ")", 3)
+  end
+end
 store.rawset = function(t, k, v)
+  check(t, "rawset")
   if real[t] then error(RO, 0) end
   return rawset(t, k, v)
 end
 store.setmetatable = function(t, mt)
+  check(t, "setmetatable")
+  if mt ~= nil and type(mt) ~= "table" then
+    error("bad argument #2 to 'setmetatable' (nil or table expected)", 2)
+  end
   if real[t] then error(RO, 0) end
   return setmetatable(t, mt)
 end
@@ -105,8 +116,14 @@ store.getmetatable = function(v)
   if real[v] then return nil end
   return getmetatable(v)
 end
-store.rawget = function(t, k) return rawget(real[t] or t, k) end
-local function see_next(t, k) return next(real[t] or t, k) end
+store.rawget = function(t, k)
+  check(t, "rawget")
+  return rawget(real[t] or t, k)
+end
+local function see_next(t, k)
+  check(t, "next")
+  return next(real[t] or t, k)
+end
 store.next = see_next
 store.pairs = function(t)
   if type(t) ~= "table" then error("bad argument #1 to 'pairs' (table expected, got " .. type(t) .. ")", 2) end

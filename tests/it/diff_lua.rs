@@ -271,6 +271,11 @@ fn sandbox_steps() -> Vec<Step> {
         "local t = {} for k, v in pairs(_G) do t[#t + 1] = k .. '=' .. type(v) end table.sort(t) return t",
         "local n = 0 for k, v in next, math do n = n + 1 end return n",
         "ARGV[1] = 'x' return ARGV[1]",
+        "rawset(nil, 1, 1)",
+        "return rawget(1, 1)",
+        "setmetatable(1, {})",
+        "setmetatable({}, 1)",
+        "return next(1)",
         "local t = {} setmetatable(t, {}) rawset(t, 'a', 1) return t.a",
         "return ('abc'):upper()",
     ]
