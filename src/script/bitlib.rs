@@ -2,102 +2,112 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-/// LuaBitOp's `tobit`: the number rounded to an integer, modulo 2^32, as a signed 32-bit value.
-fn tobit(v: &Value) -> mlua::Result<i32> {
+/// LuaBitOp's `barg`: `lua_tonumber` plus 2^52 + 2^51, whose low 32 bits are the number
+/// rounded half to even, modulo 2^32 (and 0 for NaN and infinities). A value that is not a
+/// number (nor a numeric string) is refused with Lua's argument error.
+fn barg(args: &MultiValue, i: usize, func: &str) -> mlua::Result<i32> {
+    let v = args.get(i);
     let n = match v {
-        Value::Number(n) => *n,
-        Value::Integer(n) => *n as f64,
-        Value::String(s) => s
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .ok_or_else(|| {
-                mlua::Error::runtime("bad argument to bit operation (number expected)")
-            })?,
-        _ => {
-            return Err(mlua::Error::runtime(
-                "bad argument to bit operation (number expected)",
-            ))
-        }
+        Some(Value::String(s)) => super::cjson::lua_str_number(&s.as_bytes()),
+        Some(v) => super::cjson::number(v),
+        None => None,
     };
-    if !n.is_finite() {
-        return Ok(0);
+    let b = (n.unwrap_or(0.0) + 6_755_399_441_055_744.0).to_bits() as u32;
+    if b == 0 && n.is_none() {
+        let got = v.map(super::cjson::type_name).unwrap_or("no value");
+        return Err(mlua::Error::runtime(format!(
+            "bad argument #{} to '{func}' (number expected, got {got})",
+            i + 1
+        )));
     }
-    Ok(n.round_ties_even().rem_euclid(4_294_967_296.0) as u32 as i32)
+    Ok(b as i32)
 }
 
-fn arg(args: &MultiValue, i: usize) -> mlua::Result<i32> {
-    tobit(args.get(i).unwrap_or(&Value::Nil))
-}
-
-fn fold(args: MultiValue, f: fn(i32, i32) -> i32) -> mlua::Result<f64> {
-    let mut acc = arg(&args, 0)?;
-    for i in 1..args.len() {
-        acc = f(acc, arg(&args, i)?);
+/// band/bor/bxor: the first argument, combined with the others from the last one down, as
+/// LuaBitOp evaluates them.
+fn fold(args: &MultiValue, func: &str, f: fn(i32, i32) -> i32) -> mlua::Result<f64> {
+    let mut acc = barg(args, 0, func)?;
+    for i in (1..args.len()).rev() {
+        acc = f(acc, barg(args, i, func)?);
     }
     Ok(acc as f64)
 }
+
+/// A shift or rotation of a 32-bit value by 0..31.
+type Shift = fn(i32, u32) -> i32;
 
 /// Creates the `bit` table.
 pub fn create(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set(
         "tobit",
-        lua.create_function(|_, a: MultiValue| Ok(arg(&a, 0)? as f64))?,
+        lua.create_function(|_, a: MultiValue| Ok(barg(&a, 0, "tobit")? as f64))?,
     )?;
     t.raw_set(
         "bnot",
-        lua.create_function(|_, a: MultiValue| Ok(!arg(&a, 0)? as f64))?,
-    )?;
-    t.raw_set("band", lua.create_function(|_, a| fold(a, |x, y| x & y))?)?;
-    t.raw_set("bor", lua.create_function(|_, a| fold(a, |x, y| x | y))?)?;
-    t.raw_set("bxor", lua.create_function(|_, a| fold(a, |x, y| x ^ y))?)?;
-    let shift = |f: fn(i32, u32) -> i32| {
-        move |_: &Lua, a: MultiValue| Ok(f(arg(&a, 0)?, (arg(&a, 1)? & 31) as u32) as f64)
-    };
-    t.raw_set(
-        "lshift",
-        lua.create_function(shift(|x, n| ((x as u32) << n) as i32))?,
+        lua.create_function(|_, a: MultiValue| Ok(!barg(&a, 0, "bnot")? as f64))?,
     )?;
     t.raw_set(
-        "rshift",
-        lua.create_function(shift(|x, n| ((x as u32) >> n) as i32))?,
-    )?;
-    t.raw_set("arshift", lua.create_function(shift(|x, n| x >> n))?)?;
-    t.raw_set(
-        "rol",
-        lua.create_function(shift(|x, n| (x as u32).rotate_left(n) as i32))?,
+        "band",
+        lua.create_function(|_, a: MultiValue| fold(&a, "band", |x, y| x & y))?,
     )?;
     t.raw_set(
-        "ror",
-        lua.create_function(shift(|x, n| (x as u32).rotate_right(n) as i32))?,
+        "bor",
+        lua.create_function(|_, a: MultiValue| fold(&a, "bor", |x, y| x | y))?,
     )?;
+    t.raw_set(
+        "bxor",
+        lua.create_function(|_, a: MultiValue| fold(&a, "bxor", |x, y| x ^ y))?,
+    )?;
+    let shifts: [(&'static str, Shift); 5] = [
+        ("lshift", |x, n| ((x as u32) << n) as i32),
+        ("rshift", |x, n| ((x as u32) >> n) as i32),
+        ("arshift", |x, n| x >> n),
+        ("rol", |x, n| (x as u32).rotate_left(n) as i32),
+        ("ror", |x, n| (x as u32).rotate_right(n) as i32),
+    ];
+    for (name, f) in shifts {
+        t.raw_set(
+            name,
+            lua.create_function(move |_, a: MultiValue| {
+                let x = barg(&a, 0, name)?;
+                let n = (barg(&a, 1, name)? & 31) as u32;
+                Ok(f(x, n) as f64)
+            })?,
+        )?;
+    }
     t.raw_set(
         "bswap",
-        lua.create_function(
-            |_, a: MultiValue| Ok((arg(&a, 0)? as u32).swap_bytes() as i32 as f64),
-        )?,
+        lua.create_function(|_, a: MultiValue| {
+            Ok((barg(&a, 0, "bswap")? as u32).swap_bytes() as i32 as f64)
+        })?,
     )?;
     t.raw_set(
         "tohex",
         lua.create_function(|_, a: MultiValue| {
-            let x = arg(&a, 0)? as u32;
-            let n = match a.get(1) {
-                None | Some(Value::Nil) => 8,
-                Some(v) => tobit(v)?,
-            };
-            let upper = n < 0;
-            let digits = n.unsigned_abs().clamp(1, 8) as usize;
-            let masked = if digits == 8 {
-                x
+            let mut x = barg(&a, 0, "tohex")? as u32;
+            let n = if a.len() < 2 {
+                8
             } else {
-                x & ((1u32 << (4 * digits)) - 1)
+                barg(&a, 1, "tohex")?
             };
-            Ok(if upper {
-                format!("{masked:0digits$X}")
+            let digits: &[u8; 16] = if n < 0 {
+                b"0123456789ABCDEF"
             } else {
-                format!("{masked:0digits$x}")
-            })
+                b"0123456789abcdef"
+            };
+            // -INT_MIN stays negative in C, and the loop then writes nothing.
+            let count = if n == i32::MIN {
+                0
+            } else {
+                n.unsigned_abs().min(8) as usize
+            };
+            let mut buf = vec![b'0'; count];
+            for slot in buf.iter_mut().rev() {
+                *slot = digits[(x & 15) as usize];
+                x >>= 4;
+            }
+            Ok(String::from_utf8_lossy(&buf).into_owned())
         })?,
     )?;
     Ok(t)

@@ -195,7 +195,7 @@ pub fn fmt_g14(n: f64) -> String {
 }
 
 /// C's `%.<precision>g`.
-fn fmt_g(n: f64, precision: i32) -> String {
+pub fn fmt_g(n: f64, precision: i32) -> String {
     if n.is_nan() {
         return if n.is_sign_negative() { "-nan" } else { "nan" }.into();
     }

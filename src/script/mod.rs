@@ -14,9 +14,12 @@
 
 pub mod bitlib;
 pub mod bridge;
+pub mod cjson;
+pub mod cmsgpack;
 pub mod convert;
 pub mod cost;
 pub mod sandbox;
+pub mod structlib;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

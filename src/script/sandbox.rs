@@ -62,13 +62,79 @@ rawset(_G, "load", function(f, name)
   end
   return safe_loadstring(concat(parts), name or "=(load)")
 end)
-setmetatable(_G, {
-  __newindex = function() error("Attempt to modify a readonly table", 2) end,
+rawset(_G, "__redis__err__handler", function(err) return err end)
+
+-- Redis 7's read-only globals and library tables. Vanilla Lua 5.1 has no read-only
+-- tables, so each protected table becomes an empty proxy whose metatable reads through to
+-- the real table and refuses writes; _G itself is emptied the same way (its contents move
+-- to `store`). rawset, setmetatable, rawget, next, pairs and ipairs see through proxies.
+local G = _G
+local rawset, rawget, setmetatable, next, ipairs = rawset, rawget, setmetatable, next, ipairs
+local RO = "Attempt to modify a readonly table"
+local function refuse() error(RO, 2) end
+local real = {}
+local store = {}
+for k, v in next, G do store[k] = v end
+for k in next, store do rawset(G, k, nil) end
+local function protect(t)
+  local p = {}
+  real[p] = t
+  setmetatable(p, { __index = t, __newindex = refuse, __metatable = false })
+  return p
+end
+for _, name in ipairs({ "string", "table", "math", "coroutine", "bit", "cjson", "cmsgpack",
+                        "struct", "redis" }) do
+  store[name] = protect(store[name])
+end
+local global_meta = {
   __index = function(_, n)
     error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 2)
   end,
-  __metatable = false,
-})
+}
+real[G] = store
+-- Argument errors are raised here, at the script's level, with the names Lua would give.
+local function check(t, name)
+  if type(t) ~= "table" then
+    error("bad argument #1 to '" .. name .. "' (table expected, got " .. type(t) .. ")", 3)
+  end
+end
+store.rawset = function(t, k, v)
+  check(t, "rawset")
+  if real[t] then error(RO, 0) end
+  return rawset(t, k, v)
+end
+store.setmetatable = function(t, mt)
+  check(t, "setmetatable")
+  if mt ~= nil and type(mt) ~= "table" then
+    error("bad argument #2 to 'setmetatable' (nil or table expected)", 2)
+  end
+  if real[t] then error(RO, 0) end
+  return setmetatable(t, mt)
+end
+store.getmetatable = function(v)
+  if v == G then return global_meta end
+  if real[v] then return nil end
+  return getmetatable(v)
+end
+store.rawget = function(t, k)
+  check(t, "rawget")
+  return rawget(real[t] or t, k)
+end
+local function see_next(t, k)
+  check(t, "next")
+  return next(real[t] or t, k)
+end
+store.next = see_next
+store.pairs = function(t)
+  if type(t) ~= "table" then error("bad argument #1 to 'pairs' (table expected, got " .. type(t) .. ")", 2) end
+  return see_next, t, nil
+end
+store.ipairs = function(t)
+  if type(t) ~= "table" then error("bad argument #1 to 'ipairs' (table expected, got " .. type(t) .. ")", 2) end
+  return ipairs(real[t] or t)
+end
+setmetatable(store, global_meta)
+setmetatable(G, { __index = store, __newindex = refuse, __metatable = false })
 "#;
 
 /// Creates the Lua state with the libraries and the values that do not need the keyspace.
@@ -85,9 +151,114 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
     g.raw_set("KEYS", strings(&lua, keys)?)?;
     g.raw_set("ARGV", strings(&lua, args)?)?;
     install_random(&lua)?;
-    g.raw_set("bit", super::bitlib::create(&lua)?)?;
+    for (name, table) in [
+        ("bit", super::bitlib::create(&lua)?),
+        ("cjson", super::cjson::create(&lua)?),
+        ("cmsgpack", super::cmsgpack::create(&lua)?),
+        ("struct", super::structlib::create(&lua)?),
+    ] {
+        wrap_library(&lua, &table)?;
+        g.raw_set(name, table)?;
+    }
     g.raw_set("redis", redis_table(&lua)?)?;
     Ok(lua)
+}
+
+/// The message of an error a library function raised (None for other errors, such as
+/// memory errors, which must propagate as they are).
+fn library_error(e: &mlua::Error) -> Option<String> {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => library_error(cause),
+        mlua::Error::RuntimeError(m) => Some(m.clone()),
+        _ => None,
+    }
+}
+
+/// Puts every function of a library table (written in Rust) behind [`library_shim`], so that
+/// its errors are raised as Lua strings with `luaL_error`'s position prefix, as the C
+/// libraries Redis bundles raise them: `user_script:1: ...` when the script called the
+/// function, no prefix when `pcall` did, and a plain string for `pcall` to return.
+fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
+    let mut functions = Vec::new();
+    for pair in table.pairs::<Value, Value>() {
+        if let (k, Value::Function(f)) = pair? {
+            functions.push((k, f));
+        }
+    }
+    for (k, inner) in functions {
+        let flagged = lua.create_function(move |lua, args: MultiValue| {
+            match inner.call::<MultiValue>(args) {
+                Ok(values) => {
+                    let mut out = vec![Value::Boolean(true)];
+                    out.extend(values);
+                    Ok(MultiValue::from_iter(out))
+                }
+                Err(e) => match library_error(&e) {
+                    Some(m) => Ok(MultiValue::from_iter([
+                        Value::Boolean(false),
+                        Value::String(lua.create_string(m)?),
+                    ])),
+                    None => Err(e),
+                },
+            }
+        })?;
+        // SAFETY: pushes a C closure over the function given as the only argument.
+        let shim: Function = unsafe {
+            lua.exec_raw(flagged, |state| {
+                mlua::ffi::lua_pushcclosure(state, library_shim, 1);
+            })?
+        };
+        table.raw_set(k, shim)?;
+    }
+    Ok(())
+}
+
+/// Calls its upvalue (a Rust function returning `ok, values...` or `false, message`) and
+/// returns the values, or raises the message prefixed with `luaL_where(L, 1)`.
+unsafe extern "C-unwind" fn library_shim(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(state);
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, n, ffi::LUA_MULTRET);
+    let results = ffi::lua_gettop(state);
+    if ffi::lua_toboolean(state, 1) == 0 {
+        ffi::luaL_where(state, 1);
+        if ffi::lua_objlen(state, -1) == 0 {
+            // Not called from the script's code (from pcall, say): Lua then names the
+            // function '?' in argument errors.
+            let mut len = 0;
+            let p = ffi::lua_tolstring(state, 2, &mut len);
+            let msg = std::slice::from_raw_parts(p as *const u8, len);
+            let fixed = unnamed(msg);
+            ffi::lua_pushlstring(state, fixed.as_ptr() as *const _, fixed.len());
+            drop(fixed);
+        } else {
+            ffi::lua_pushvalue(state, 2);
+        }
+        ffi::lua_concat(state, 2);
+        ffi::lua_error(state);
+    }
+    results - 1
+}
+
+/// `bad argument #N to 'name' (...)` becomes `bad argument #N to '?' (...)`.
+fn unnamed(msg: &[u8]) -> Vec<u8> {
+    const HEAD: &[u8] = b"bad argument #";
+    if !msg.starts_with(HEAD) {
+        return msg.to_vec();
+    }
+    let Some(open) = msg.windows(5).position(|w| w == b" to '") else {
+        return msg.to_vec();
+    };
+    let name_start = open + 5;
+    let Some(close) = msg[name_start..].iter().position(|&c| c == b'\'') else {
+        return msg.to_vec();
+    };
+    let mut out = msg[..name_start].to_vec();
+    out.push(b'?');
+    out.extend_from_slice(&msg[name_start + close..]);
+    out
 }
 
 /// Where `redis.call`/`redis.pcall` find the Rust function that executes commands.
@@ -113,24 +284,124 @@ pub fn finish_state(lua: &Lua, raw: Function) -> mlua::Result<()> {
     };
     redis.raw_set("call", call)?;
     redis.raw_set("pcall", pcall)?;
+    install_raising(lua, &redis)?;
     let prelude = lua.load(PRELUDE).set_name("=palisade").into_function()?;
     prelude.call::<()>(())
 }
 
 unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::ffi::c_int {
-    call_raw(state, true)
+    call_raw(state, RAW_KEY, true)
 }
 
 unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::ffi::c_int {
-    call_raw(state, false)
+    call_raw(state, RAW_KEY, false)
 }
 
-/// Calls the registered Rust function with this call's arguments; raises its value when it
-/// reports an error and `raise` is set, else returns the value.
-unsafe fn call_raw(state: *mut mlua::lua_State, raise: bool) -> std::ffi::c_int {
+/// C functions over Rust ones that raise Redis's `{err=...}` tables (no position prefix),
+/// as `luaPushError` + `luaError` do in Redis: one per registry key.
+macro_rules! raising {
+    ($($fn_name:ident => $key:literal),* $(,)?) => {
+        $(unsafe extern "C-unwind" fn $fn_name(state: *mut mlua::lua_State) -> std::ffi::c_int {
+            call_raw(state, $key, true)
+        })*
+        /// Replaces each `redis.<name>` by its raising C function.
+        fn install_raising(lua: &Lua, redis: &Table) -> mlua::Result<()> {
+            $({
+                let key: &std::ffi::CStr = $key;
+                let name = key.to_str().unwrap_or_default().trim_start_matches("palisade.");
+                let inner = raising_impl(lua, redis, name)?;
+                lua.set_named_registry_value(key.to_str().unwrap_or_default(), inner)?;
+                // SAFETY: as for redis.call: stack-only Lua C API use, raising via lua_error.
+                let f = unsafe { lua.create_c_function($fn_name)? };
+                redis.raw_set(name, f)?;
+            })*
+            Ok(())
+        }
+    };
+}
+
+raising! {
+    raise_setresp => c"palisade.setresp",
+    raise_sha1hex => c"palisade.sha1hex",
+    raise_log => c"palisade.log",
+    raise_set_repl => c"palisade.set_repl",
+}
+
+/// An `{err="ERR <msg>"}` table and the failure flag, for the raising C functions.
+fn fail(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
+    let t = lua.create_table()?;
+    t.raw_set("err", format!("ERR {msg}"))?;
+    Ok((Value::Table(t), true))
+}
+
+/// Lua's `lua_tonumber`: numbers and numeric strings, else 0.
+fn to_number(v: &Value) -> f64 {
+    match v {
+        Value::String(s) => super::cjson::lua_str_number(&s.as_bytes()).unwrap_or(0.0),
+        other => super::cjson::number(other).unwrap_or(0.0),
+    }
+}
+
+/// The Rust side of a raising `redis.<name>`: returns `(value, failed)`.
+fn raising_impl(lua: &Lua, redis: &Table, name: &str) -> mlua::Result<Function> {
+    match name {
+        "setresp" => {
+            let inner: Function = redis.raw_get("setresp")?;
+            lua.create_function(move |lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return fail(lua, "redis.setresp() requires one argument.");
+                }
+                let resp = to_number(&args[0]) as i32;
+                if resp != 2 && resp != 3 {
+                    return fail(lua, "RESP version must be 2 or 3.");
+                }
+                inner.call::<()>(resp)?;
+                Ok((Value::Nil, false))
+            })
+        }
+        "sha1hex" => lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return fail(lua, "wrong number of arguments");
+            }
+            let hex = match &args[0] {
+                Value::String(s) => sha1_hex(&s.as_bytes()),
+                v @ (Value::Number(_) | Value::Integer(_)) => {
+                    let n = super::cjson::number(v).unwrap_or(0.0);
+                    sha1_hex(super::convert::fmt_g14(n).as_bytes())
+                }
+                _ => sha1_hex(b""),
+            };
+            Ok((Value::String(lua.create_string(hex)?), false))
+        }),
+        "log" => lua.create_function(log),
+        _ => lua.create_function(|lua, args: MultiValue| {
+            // redis.set_repl: accepted and checked as Redis does, with no effect (every
+            // script's writes are replicated as one log entry).
+            if args.len() != 1 {
+                return fail(lua, "redis.set_repl() requires two arguments.");
+            }
+            let flags = to_number(&args[0]) as i64;
+            if flags & !3 != 0 {
+                return fail(
+                    lua,
+                    "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                );
+            }
+            Ok((Value::Nil, false))
+        }),
+    }
+}
+
+/// Calls the Rust function registered under `key` with this call's arguments; raises its
+/// value when it reports an error and `raise` is set, else returns the value.
+unsafe fn call_raw(
+    state: *mut mlua::lua_State,
+    key: &std::ffi::CStr,
+    raise: bool,
+) -> std::ffi::c_int {
     use mlua::ffi;
     let n = ffi::lua_gettop(state);
-    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, RAW_KEY.as_ptr());
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, key.as_ptr());
     ffi::lua_insert(state, 1);
     ffi::lua_call(state, n, 2);
     let failed = ffi::lua_toboolean(state, -1) != 0;
@@ -205,26 +476,25 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set(
         "error_reply",
-        lua.create_function(|lua, msg: Value| reply_table(lua, "err", msg))?,
+        lua.create_function(|lua, a: MultiValue| reply_table(lua, "err", a))?,
     )?;
     t.raw_set(
         "status_reply",
-        lua.create_function(|lua, msg: Value| reply_table(lua, "ok", msg))?,
+        lua.create_function(|lua, a: MultiValue| reply_table(lua, "ok", a))?,
     )?;
+    // sha1hex, log, set_repl and setresp are installed by `finish_state` (they raise
+    // Redis's error tables).
     t.raw_set(
-        "sha1hex",
-        lua.create_function(|_, args: MultiValue| match args.len() {
-            1 => match &args[0] {
-                Value::String(s) => Ok(sha1_hex(&s.as_bytes())),
-                Value::Number(n) => Ok(sha1_hex(super::convert::fmt_g17(*n).as_bytes())),
-                _ => Ok(sha1_hex(b"")),
-            },
-            _ => Err(mlua::Error::runtime("wrong number of arguments")),
-        })?,
+        "replicate_commands",
+        lua.create_function(|_, _: MultiValue| Ok(true))?,
     )?;
-    t.raw_set("log", lua.create_function(log)?)?;
-    t.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
-    t.raw_set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    // Outside a debugging session (SCRIPT DEBUG is not offered) Redis's breakpoint returns
+    // false and debug does nothing.
+    t.raw_set(
+        "breakpoint",
+        lua.create_function(|_, _: MultiValue| Ok(false))?,
+    )?;
+    t.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     for (name, v) in [
         ("LOG_DEBUG", 0),
         ("LOG_VERBOSE", 1),
@@ -243,40 +513,78 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-fn reply_table(lua: &Lua, field: &str, msg: Value) -> mlua::Result<Table> {
-    let Value::String(s) = msg else {
-        return Err(mlua::Error::runtime("wrong number or type of arguments"));
-    };
+/// `redis.error_reply`/`redis.status_reply`. With anything but one string they return (not
+/// raise) the error `ERR wrong number or type of arguments`, as Redis does.
+fn reply_table(lua: &Lua, field: &str, args: MultiValue) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let text = super::convert::error_text(&s.as_bytes());
+    let s = match (args.len(), args.front()) {
+        (1, Some(Value::String(s))) => s.as_bytes().to_vec(),
+        _ => {
+            t.raw_set("err", "ERR wrong number or type of arguments")?;
+            return Ok(t);
+        }
+    };
     if field == "err" {
-        t.raw_set(field, text)?;
+        t.raw_set("err", lua.create_string(error_reply_text(&s))?)?;
     } else {
-        t.raw_set(field, s)?;
+        t.raw_set("ok", lua.create_string(&s)?)?;
     }
     Ok(t)
 }
 
-fn log(_: &Lua, args: MultiValue) -> mlua::Result<()> {
+/// Redis's `luaPushErrorBuff` on `-` + the message unless it starts with one: `-CODE msg`
+/// keeps its code, a message without a space gets `ERR`; `\r` and `\n` are trimmed from
+/// both ends of the message.
+fn error_reply_text(s: &[u8]) -> Vec<u8> {
+    let body = s.strip_prefix(b"-").unwrap_or(s);
+    let (code, msg): (&[u8], &[u8]) = match body.iter().position(|&c| c == b' ') {
+        Some(i) => (&body[..i], &body[i + 1..]),
+        None => (b"ERR", body),
+    };
+    let trim = |c: &u8| *c != b'\r' && *c != b'\n';
+    let start = msg.iter().position(trim).unwrap_or(msg.len());
+    let end = msg.iter().rposition(trim).map_or(start, |i| i + 1);
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(&msg[start..end.max(start)]);
+    out
+}
+
+/// `redis.log(level, message...)`: the arguments that are strings or numbers (numbers as
+/// `%.14g`), joined by spaces, written to the node's tracing log at the level's severity.
+/// Every replica that applies the script logs it.
+fn log(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
     if args.len() < 2 {
-        return Err(mlua::Error::runtime(
-            "redis.log() requires two arguments or more.",
-        ));
+        return fail(lua, "redis.log() requires two arguments or more.");
     }
     let level = match &args[0] {
-        Value::Number(n) if (0.0..=3.0).contains(n) => *n as i64,
-        Value::Integer(n) if (0..=3).contains(n) => *n,
-        _ => return Err(mlua::Error::runtime("Invalid debug level.")),
+        Value::String(s) => super::cjson::lua_str_number(&s.as_bytes()),
+        other => super::cjson::number(other),
     };
-    let msg: Vec<String> = args
+    let Some(level) = level else {
+        return fail(lua, "First argument must be a number (log level).");
+    };
+    let level = level as i32;
+    if !(0..=3).contains(&level) {
+        return fail(lua, "Invalid debug level.");
+    }
+    let parts: Vec<String> = args
         .iter()
         .skip(1)
-        .map(|v| match v {
-            Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-            Value::Number(n) => super::convert::fmt_g17(*n),
-            other => format!("{other:?}"),
+        .filter_map(|v| match v {
+            Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+            Value::Number(_) | Value::Integer(_) => Some(super::convert::fmt_g14(
+                super::cjson::number(v).unwrap_or(0.0),
+            )),
+            _ => None,
         })
         .collect();
-    tracing::info!(level, msg = %msg.join(" "), "script log");
-    Ok(())
+    let msg = parts.join(" ");
+    match level {
+        0 => tracing::debug!(level = "debug", %msg, "script log"),
+        1 => tracing::debug!(level = "verbose", %msg, "script log"),
+        2 => tracing::info!(level = "notice", %msg, "script log"),
+        _ => tracing::warn!(level = "warning", %msg, "script log"),
+    }
+    Ok((Value::Nil, false))
 }

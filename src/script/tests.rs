@@ -431,3 +431,86 @@ fn wall_clock_commands_are_refused() {
     let r = eval(&mut ks, "return redis.call('PTTL', 'k')", &[], &[]);
     assert_eq!(r, Reply::Int(5000));
 }
+
+/// The Rust decoders and encoders of cjson and cmsgpack recurse; at their nesting limits they
+/// must stay inside a tokio worker's 2 MiB stack, where apply runs scripts.
+#[test]
+fn library_nesting_limits_fit_a_worker_stack() {
+    let run = || {
+        let mut ks = Keyspace::default();
+        let r = eval(
+            &mut ks,
+            "local deep = string.rep('[', 1000) .. string.rep(']', 1000) \
+             local t = cjson.decode(deep) \
+             local s = cjson.encode(t) \
+             local ok, e = pcall(cjson.decode, '[' .. deep .. ']') \
+             local m = cmsgpack.unpack(string.rep('\\145', 999) .. '\\1') \
+             local ok2, e2 = pcall(cmsgpack.unpack, string.rep('\\145', 5000) .. '\\1') \
+             return {#s, tostring(ok), tostring(ok2), type(m)}",
+            &[],
+            &[],
+        );
+        assert_eq!(
+            r,
+            Reply::Array(vec![
+                Reply::Int(2000),
+                Reply::bulk("false"),
+                Reply::bulk("false"),
+                Reply::bulk("table"),
+            ])
+        );
+    };
+    std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(run)
+        .expect("thread")
+        .join()
+        .expect("no stack overflow");
+}
+
+#[test]
+fn globals_and_library_tables_are_read_only() {
+    let mut ks = Keyspace::default();
+    for body in [
+        "x = 1",
+        "KEYS = 1",
+        "redis.call = 1",
+        "string.x = 1",
+        "_G.x = 1",
+    ] {
+        let r = eval(&mut ks, body, &[], &[]);
+        let Reply::Error(e) = r else {
+            panic!("{body}: {r:?}")
+        };
+        assert!(
+            e.starts_with("ERR user_script:1: Attempt to modify a readonly table"),
+            "{body}: {e}"
+        );
+    }
+    for body in ["rawset(_G, 'x', 1)", "setmetatable(string, {})"] {
+        let r = eval(&mut ks, body, &[], &[]);
+        assert_eq!(
+            r,
+            Reply::Error(
+                "ERR Attempt to modify a readonly table script: 0000, on @user_script:1.".into()
+            ),
+            "{body}"
+        );
+    }
+    let r = eval(
+        &mut ks,
+        "local n = 0 for _ in pairs(string) do n = n + 1 end \
+         return {n, rawget(_G, 'redis') ~= nil, ('a'):upper(), ARGV[1]}",
+        &[],
+        &["v"],
+    );
+    assert_eq!(
+        r,
+        Reply::Array(vec![
+            Reply::Int(15),
+            Reply::Int(1),
+            Reply::bulk("A"),
+            Reply::bulk("v")
+        ])
+    );
+}

@@ -738,7 +738,12 @@ impl Session {
                     object::Value::Hash(pairs) => {
                         pairs.iter().map(|(f, v)| f.len() + v.len() + 2).sum()
                     }
-                    object::Value::List(items) => items.iter().map(|i| i.len() + 1).sum(),
+                    object::Value::List(items) | object::Value::Set(items) => {
+                        items.iter().map(|i| i.len() + 1).sum()
+                    }
+                    object::Value::ZSet(pairs) => {
+                        pairs.iter().map(|(m, s)| m.len() + s.len() + 2).sum()
+                    }
                 };
                 cmd::debug::object_line(v.encoding(&t), len + 1)
             }

@@ -22,6 +22,7 @@ mod diff_sets;
 mod diff_lists;
 mod diff_zsets;
 mod diff_server;
+mod diff_lua;
 mod differential;
 mod durability;
 mod glob;
