@@ -391,3 +391,36 @@ fn zset_large_resp2() {
 fn zset_large_resp3() {
     diff(3, &large_steps());
 }
+
+/// Sets and sorted sets together: plain sets as ZINTER/ZUNION/ZDIFF inputs (score 1 each)
+/// and SORT over a sorted set.
+fn mixed_steps() -> Vec<Step> {
+    vec![
+        same("SADD s a b 10"),
+        same("ZADD z 2 a 3 c 0.5 10"),
+        same("ZUNION 2 z s WITHSCORES"),
+        same("ZINTER 2 z s WITHSCORES"),
+        same("ZDIFF 2 s z WITHSCORES"),
+        same("ZUNIONSTORE d 2 s z WEIGHTS 2 1"),
+        same("ZRANGE d 0 -1 WITHSCORES"),
+        same("ZINTERCARD 2 s z"),
+        same("SORT z BY nosort"),
+        same("SORT z ALPHA"),
+        same("SORT z ALPHA DESC LIMIT 0 2"),
+        same("SORT s ALPHA"),
+        same("ZADD n 1 3 2 1 3 2"),
+        same("SORT n"),
+        same("SORT n STORE out"),
+        same("LRANGE out 0 -1"),
+    ]
+}
+
+#[test]
+fn sets_meet_sorted_sets_resp2() {
+    diff(2, &mixed_steps());
+}
+
+#[test]
+fn sets_meet_sorted_sets_resp3() {
+    diff(3, &mixed_steps());
+}
