@@ -14,12 +14,11 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::eval::{self, Eval, EvalRo};
+use super::eval::{self, CostModel, Eval, EvalRo};
 use super::registry::{lookup, wrong_arity, Replicated, Spec, NO_KEYS};
 use super::{Command, ConnCmd, Ctx, Request};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::script::cost::CostModel;
 use crate::state::acl::{hash_password, Denied, RuleError, User};
 use crate::state::Keyspace;
 

@@ -13,7 +13,7 @@ use super::registry::flags::SCRIPTING;
 use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
-use crate::script::cost::CostModel;
+pub use crate::script::cost::CostModel;
 use crate::script::{self, Access, Invocation};
 use crate::state::acl::User;
 use crate::state::scripts::sha1_hex;

@@ -6,7 +6,10 @@ use bytes::Bytes;
 use mlua::{Lua, MultiValue, Value};
 
 use super::convert::{fmt_g17, reply_to_lua};
-use crate::cmd::{self, ConnCmd, Ctx, Request};
+use super::cost::{self, CostModel, BASE};
+use crate::cmd::keys::SCAN_STEP_MAX;
+use crate::cmd::{self, ConnCmd, Ctx, Request, Spec};
+use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
@@ -113,4 +116,63 @@ fn not_allowed() -> Reply {
 /// reply (the Lua side of `redis.call` raises it).
 pub fn to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<(Value, bool)> {
     Ok((reply_to_lua(lua, reply, resp3)?, reply.is_error()))
+}
+
+/// What a call costs before it runs (the keyspace part of [`cost`]'s rules).
+pub fn cost_before(model: CostModel, ks: &Keyspace, argv: &[Bytes], now: u64) -> u64 {
+    if model == CostModel::Fixed {
+        return cost::BASE;
+    }
+    let args: u64 = argv.iter().map(|a| a.len() as u64).sum();
+    let mut units = BASE + args / cost::BYTES_PER_UNIT;
+    let name = argv
+        .first()
+        .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
+        .unwrap_or_default();
+    let Some(spec) = cmd::lookup(&name) else {
+        return units;
+    };
+    units = units.saturating_add(keyspace_walk(spec, ks, argv));
+    if !spec.flags.contains(&"fast") {
+        for key in named_keys(spec, argv) {
+            if let Some(entry) = ks.get(key, now) {
+                units = units.saturating_add(cost::value_units(&entry.value));
+            }
+        }
+    }
+    units
+}
+
+/// The keys a command walks without naming them.
+fn keyspace_walk(spec: &Spec, ks: &Keyspace, argv: &[Bytes]) -> u64 {
+    let stored = ks.stored_len() as u64;
+    match spec.name {
+        "keys" | "flushall" | "flushdb" => stored,
+        "scan" => {
+            let count = argv
+                .windows(2)
+                .skip(2)
+                .find(|w| w[0].eq_ignore_ascii_case(b"count"))
+                .and_then(|w| parse_i64(&w[1]))
+                .map_or(10, |n| n.max(1) as u64);
+            count.min(SCAN_STEP_MAX).min(stored)
+        }
+        _ => 0,
+    }
+}
+
+/// The keys a command line names, by its table row (`(first, last, step)`).
+fn named_keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+    let argc = argv.len() as i64;
+    let first = i64::from(spec.first_key);
+    let last = match spec.last_key {
+        l if l < 0 => argc + i64::from(l),
+        l => i64::from(l).min(argc - 1),
+    };
+    let step = spec.step.max(1) as usize;
+    // A command without keys has `first` 0: an empty range.
+    let first = first.max(1);
+    (first..=last)
+        .step_by(step)
+        .filter_map(move |i| argv.get(i as usize))
 }

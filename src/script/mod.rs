@@ -163,7 +163,7 @@ fn execute(
         let raw = scope.create_function_mut(move |lua, args: MultiValue| {
             let reply = match bridge::argv(&args) {
                 Ok(argv) => {
-                    if call_st.charge(cost::before(model, access.ks(), &argv, now)) {
+                    if call_st.charge(bridge::cost_before(model, access.ks(), &argv, now)) {
                         return Err(abort_error());
                     }
                     bridge::execute(access, argv, now, user)

@@ -421,7 +421,12 @@ fn wall_clock_commands_are_refused() {
     let mut ks = Keyspace::default();
     cmd(&mut ks, "SET k v PX 5000", 1000);
     for name in ["EXPIRETIME", "PEXPIRETIME"] {
-        let r = eval(&mut ks, &format!("return redis.pcall('{name}', 'k')"), &[], &[]);
+        let r = eval(
+            &mut ks,
+            &format!("return redis.pcall('{name}', 'k')"),
+            &[],
+            &[],
+        );
         assert_eq!(
             r,
             Reply::err("ERR This Redis command is not allowed from script"),
@@ -512,5 +517,130 @@ fn globals_and_library_tables_are_read_only() {
             Reply::bulk("A"),
             Reply::bulk("v")
         ])
+    );
+}
+
+// What `redis.call`s cost (cost.rs, bridge::cost_before).
+use cost::{after, CostModel, BASE};
+
+fn argv_of(line: &str) -> Vec<Bytes> {
+    line.split(' ')
+        .map(|w| Bytes::from(w.to_string()))
+        .collect()
+}
+
+fn cost_keyspace(keys: usize) -> Keyspace {
+    let mut ks = Keyspace::default();
+    for i in 0..keys {
+        crate::cmd::run_line(&mut ks, &format!("SET key:{i} v"), 1);
+    }
+    crate::cmd::run_line(
+        &mut ks,
+        &format!("RPUSH big {}", vec!["x"; 500].join(" ")),
+        1,
+    );
+    ks
+}
+
+#[test]
+fn the_fixed_model_charges_the_base_only() {
+    let ks = cost_keyspace(1000);
+    assert_eq!(
+        bridge::cost_before(CostModel::Fixed, &ks, &argv_of("KEYS *"), 1),
+        BASE
+    );
+    let big = Reply::Array(vec![Reply::bulk("x"); 1000]);
+    assert_eq!(after(CostModel::Fixed, &big), 0);
+}
+
+#[test]
+fn metered_calls_pay_for_the_keys_values_and_replies_they_touch() {
+    let ks = cost_keyspace(1000);
+    let m = CostModel::Metered;
+    // A fast command on a small value: the base only.
+    assert_eq!(bridge::cost_before(m, &ks, &argv_of("GET key:1"), 1), BASE);
+    // KEYS walks all 1001 stored keys.
+    assert_eq!(
+        bridge::cost_before(m, &ks, &argv_of("KEYS *"), 1),
+        BASE + 1001
+    );
+    // SCAN walks up to COUNT (default 10), never more than is stored.
+    assert_eq!(
+        bridge::cost_before(m, &ks, &argv_of("SCAN 0"), 1),
+        BASE + 10
+    );
+    assert_eq!(
+        bridge::cost_before(m, &ks, &argv_of("SCAN 0 MATCH k* COUNT 300"), 1),
+        BASE + 300
+    );
+    assert_eq!(
+        bridge::cost_before(m, &ks, &argv_of("SCAN 0 count 5000"), 1),
+        BASE + 1001
+    );
+    // LRANGE is not fast: it pays for the list's 500 elements; LLEN is fast.
+    assert_eq!(
+        bridge::cost_before(m, &ks, &argv_of("LRANGE big 0 -1"), 1),
+        BASE + 500
+    );
+    assert_eq!(bridge::cost_before(m, &ks, &argv_of("LLEN big"), 1), BASE);
+    // DEL pays for every value it names; a missing key costs nothing.
+    assert_eq!(
+        bridge::cost_before(m, &ks, &argv_of("DEL big nothing key:2"), 1),
+        BASE + 500
+    );
+    // Arguments: one unit per 64 bytes.
+    let long = format!("SET k {}", "v".repeat(640));
+    assert_eq!(bridge::cost_before(m, &ks, &argv_of(&long), 1), BASE + 10);
+    // Replies: one unit per element, one per 64 bytes.
+    let reply = Reply::Array(vec![Reply::bulk("x".repeat(128)), Reply::Int(3)]);
+    assert_eq!(after(m, &reply), 2 + 2);
+    let map = Reply::Map(vec![(Reply::bulk("a"), Reply::bulk("b"))]);
+    assert_eq!(after(m, &map), 2);
+}
+
+/// Each log entry keeps the model it was written under: an `EVAL` entry from before ACLs
+/// (tag 31) and an `EvalAs` (tag 43) charge 100 per call, as they did when they were first
+/// applied, and only the metered form (tag 105) pays for the work.
+#[test]
+fn the_log_entry_decides_the_model() {
+    use crate::cmd::acl::{EvalAs, EvalMetered};
+    use crate::cmd::eval::{Eval, Source};
+    use crate::cmd::{Command, Ctx};
+
+    let eval = Eval {
+        source: Source::Body(Bytes::from_static(
+            b"for i = 1, 300 do redis.call('KEYS', '*') end return 'done'",
+        )),
+        keys: vec![],
+        args: vec![],
+    };
+    let as_user = EvalAs {
+        user: "default".into(),
+        read_only: false,
+        eval: eval.clone(),
+    };
+    let run = |cmd: Command| {
+        let mut ks = cost_keyspace(500);
+        ks.set_script_budget(100_000);
+        let revision = ks.bump_revision();
+        cmd.apply(&mut ks, Ctx { now: 1, revision })
+    };
+    // 300 calls at the fixed 100: 30,000 instructions, within the budget.
+    assert_eq!(run(Command::Eval(eval)), Reply::bulk("done"));
+    assert_eq!(run(Command::EvalAs(as_user.clone())), Reply::bulk("done"));
+    // Metered, each call walks and returns 501 keys: the budget covers about 90.
+    let metered = run(Command::EvalMetered(EvalMetered(as_user)));
+    assert!(
+        matches!(&metered, Reply::Error(e) if e.starts_with("ERR Script exceeded the instruction budget of 100000 ")),
+        "{metered:?}"
+    );
+}
+
+#[test]
+fn an_unknown_command_costs_its_arguments() {
+    let ks = cost_keyspace(1);
+    assert_eq!(
+        bridge::cost_before(CostModel::Metered, &ks, &argv_of("NOSUCH a b"), 1),
+        BASE
     );
 }
