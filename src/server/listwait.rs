@@ -9,7 +9,8 @@
 //! leaves that key to them, as Redis serves them before it.
 //!
 //! The order is node-local: clients of different nodes still race (each retry is a log
-//! entry, and the first one applied wins). See the README's note "Blocking pops ... are first-come, first-served per node".
+//! entry, and the first one applied wins). See the README's note "Blocking pops ... are
+//! first-come, first-served per node".
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
