@@ -1,9 +1,10 @@
 //! `BLPOP key [key ...] timeout` and `BRPOP key [key ...] timeout`.
 //!
 //! Apply never blocks: it pops from the first non-empty list, or replies with a null array.
-//! Blocking is the session's job (`server::session`): it retries the pop whenever a push to
-//! one of the keys is applied on its node, until the timeout (carried here but unused by
-//! apply) elapses. Inside MULTI the command behaves as in Redis: one non-blocking attempt.
+//! A client's blocking pop is proposed wrapped in a `popwait::PopWait`, which queues the
+//! client in the replicated wait queue when there is nothing to pop; the queue is served in
+//! arrival order as pushes arrive (`cmd::popwait`). Inside MULTI or a script the command
+//! behaves as in Redis: one non-blocking attempt.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

@@ -2,9 +2,9 @@
 //! `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`.
 //!
 //! As with BLPOP (`blpop.rs`), apply never blocks: it pops from the first non-empty sorted
-//! set or replies with a null array, and the session (`server::session::zblocking`) retries
-//! whenever one of the keys is touched on its node, until the timeout. Inside MULTI or a
-//! script it is one non-blocking attempt, as in Redis.
+//! set or replies with a null array. A client's blocking pop is proposed wrapped in a
+//! `popwait::PopWait`, which queues it in the replicated wait queue when there is nothing
+//! to pop. Inside MULTI or a script it is one non-blocking attempt, as in Redis.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

@@ -51,6 +51,8 @@ pub enum ClientCmd {
     Unpause,
     /// CLIENT REPLY ON|OFF|SKIP.
     Reply(ReplyMode),
+    /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: the client, and whether it gets an error.
+    Unblock(u64, bool),
 }
 
 /// CLIENT REPLY's modes.
@@ -135,7 +137,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             true,
         ),
         ("kill", n) if n >= 2 => ClientCmd::Kill(kill_filters(args)?, false),
-        ("pause", n) if n > 2 => {
+        ("pause" | "unblock", n) if n > 2 => {
             return Err(Reply::err(format!(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
                 String::from_utf8_lossy(&raw)
@@ -157,6 +159,22 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             ClientCmd::Pause { ms, all }
         }
         ("unpause", 0) => ClientCmd::Unpause,
+        ("unblock", 1 | 2) => {
+            let id = parse_i64(&args.arg()?)
+                .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))?;
+            let error = match args.rest().first() {
+                None => false,
+                Some(m) if m.eq_ignore_ascii_case(b"timeout") => false,
+                Some(m) if m.eq_ignore_ascii_case(b"error") => true,
+                Some(_) => {
+                    return Err(Reply::err(
+                        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ))
+                }
+            };
+            // A negative id names no client (Redis reads it as unsigned: none matches).
+            ClientCmd::Unblock(u64::try_from(id).unwrap_or(u64::MAX), error)
+        }
         ("reply", 1) => {
             let mode = args.arg()?;
             ClientCmd::Reply(match mode.to_ascii_lowercase().as_slice() {
@@ -196,6 +214,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 "REPLY (ON|OFF|SKIP)",
                 "SETINFO <LIB-NAME|LIB-VER> <value>",
                 "SETNAME <name>",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "UNPAUSE",
                 "HELP",
             ];
@@ -205,7 +224,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         }
         (
             "setname" | "getname" | "id" | "info" | "setinfo" | "help" | "kill" | "pause"
-            | "unpause" | "reply" | "no-evict" | "getredir" | "tracking",
+            | "unpause" | "reply" | "no-evict" | "getredir" | "tracking" | "unblock",
             _,
         ) => return Err(arity(&sub)),
         _ => {

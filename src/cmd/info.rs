@@ -107,6 +107,8 @@ pub struct InfoData {
     pub avg_ttl: u64,
     /// The revision (next token is higher).
     pub revision: u64,
+    /// Clients queued in a blocking pop on any node (the replicated queue).
+    pub pop_waiters: usize,
     /// Raft node id.
     pub node_id: u64,
     /// leader, follower, candidate or learner.
@@ -420,6 +422,7 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
                     .join(","),
             ),
             ("raft_revision", d.revision.to_string()),
+            ("raft_pop_waiters", d.pop_waiters.to_string()),
         ],
     );
     let ks = if d.keys > 0 {

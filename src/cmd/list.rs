@@ -2,8 +2,8 @@
 //! `LPOP key [count]`, `RPOP key [count]`, `LLEN key`, `LRANGE key start stop`,
 //! `LINDEX key index`.
 //!
-//! A push records a `Touched` event for its key, which wakes clients blocked in BLPOP on
-//! every node once the entry is applied there (see `blpop.rs`).
+//! A push records a `Touched` event for its key, which makes the key ready: after the
+//! command, apply serves the clients blocked on it in arrival order (`popwait.rs`).
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

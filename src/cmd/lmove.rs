@@ -5,9 +5,9 @@
 //! count]`.
 //!
 //! The blocking forms carry their timeout; apply never blocks (inside MULTI or a script it
-//! is one attempt, as in Redis). The session retries them on pushes like BLPOP
-//! (`server::session::blocking`). A move emits `Touched` for its destination, so it wakes
-//! clients blocked on that key.
+//! is one attempt, as in Redis). A client's blocking form queues like BLPOP
+//! (`cmd::popwait`). A move emits `Touched` for its destination, so the clients blocked on
+//! that key are served.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

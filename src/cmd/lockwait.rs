@@ -69,8 +69,11 @@ impl Replicated for LockPurge {
         false
     }
 
-    /// The number of waiters dropped.
+    /// The number of waiters dropped: LOCK waiters and, since blocked pops queue in the
+    /// log too, pop waiters (entries written before pop queues existed find none).
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        Reply::Int(ks.lock_purge(self.node, self.boot, ctx.now) as i64)
+        let locks = ks.lock_purge(self.node, self.boot, ctx.now);
+        let pops = ks.pop_purge(self.node, self.boot);
+        Reply::Int((locks + pops) as i64)
     }
 }

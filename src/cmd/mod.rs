@@ -51,6 +51,7 @@ pub mod memory;
 pub mod mget;
 pub mod multi;
 pub mod object;
+pub mod popwait;
 pub mod publish;
 pub mod pubsub;
 pub mod raft;
@@ -163,6 +164,7 @@ registry::commands! {
     zrange: [75 => ZRange(ZRange), 76 => ZRangeStore(ZRangeStore)],
     zsetop: [77 => ZSetOp(ZSetOp), 78 => ZSetOpStore(ZSetOpStore)],
     bzpop: [79 => BZPop(BZPop)],
+    popwait: [106 => PopWait(PopWait), 107 => PopCancel(PopCancel)],
     publish: [30 => Publish(Publish)],
     subscribe: [],
     pubsub: [],

@@ -101,7 +101,7 @@ pub fn parse_copy(args: &mut Args) -> Result<Request, Reply> {
 /// Writes `entry`'s value and deadline to `dst` as a new write (token: `ctx.revision`), and
 /// wakes clients blocked on `dst`.
 fn put(ks: &mut Keyspace, dst: &Bytes, entry: &Entry, ctx: Ctx) {
-    let is_list = matches!(entry.value, Value::List(_));
+    let poppable = matches!(entry.value, Value::List(_) | Value::ZSet(_));
     ks.insert(
         dst.clone(),
         Entry {
@@ -111,7 +111,7 @@ fn put(ks: &mut Keyspace, dst: &Bytes, entry: &Entry, ctx: Ctx) {
             modified: 0,
         },
     );
-    if is_list {
+    if poppable {
         ks.emit(Event::Touched(dst.clone()));
     }
 }

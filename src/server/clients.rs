@@ -49,6 +49,11 @@ pub struct Killed {
     pub flag: AtomicBool,
     /// Wakes the session if it is waiting for input.
     pub notify: tokio::sync::Notify,
+    /// CLIENT UNBLOCK ... ERROR (rather than TIMEOUT): set before `unblock` is notified.
+    pub unblock_error: AtomicBool,
+    /// Wakes the session out of a blocking command (CLIENT UNBLOCK). Notified with
+    /// `notify_waiters`, so no permit is left for a later command.
+    pub unblock: tokio::sync::Notify,
 }
 
 impl Killed {
@@ -201,6 +206,22 @@ impl Clients {
     pub fn block(&self, id: u64) -> Blocked<'_> {
         self.update(id, |c| c.blocked = true);
         Blocked { clients: self, id }
+    }
+
+    /// CLIENT UNBLOCK: wakes client `id` out of its blocking command, as if it timed out or
+    /// (`error`) with an UNBLOCKED error. False if it is not blocked.
+    pub fn unblock(&self, id: u64, error: bool) -> bool {
+        let Some(k) = self
+            .map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&id).filter(|c| c.blocked).map(|c| c.killed.clone()))
+        else {
+            return false;
+        };
+        k.unblock_error.store(error, Ordering::Release);
+        k.unblock.notify_waiters();
+        true
     }
 
     /// Number of connections.

@@ -135,10 +135,12 @@ pub async fn run(
                         release(&shared, key, token);
                     }
                 }
+                Ok(Event::Served { waiter, reply }) => super::popwait::deliver(&shared, waiter, &reply),
                 Ok(_) => {}
                 Err(RecvError::Lagged(n)) => {
-                    tracing::warn!(lost = n, "the lock-waiter task fell behind; answering its waiters from the state");
+                    tracing::error!(lost = n, "the waiter task fell behind; answering lock waiters from the state, failing blocked pops");
                     deliver_from_state(&shared);
+                    super::popwait::fail_all(&shared, "blocked pop lost its reply (the node fell behind); retry");
                 }
                 Err(RecvError::Closed) => return,
             },
@@ -173,12 +175,12 @@ fn deliver_from_state(shared: &Shared) {
     }
 }
 
-/// Proposes dropping the waiters an earlier process of this node left queued (their clients
-/// went with it), if there are any.
+/// Proposes dropping the waiters (of locks and of blocked pops) an earlier process of this
+/// node left queued (their clients went with it), if there are any.
 fn purge_stale(shared: &Shared) {
+    let (node, boot) = (shared.waiters.node, shared.waiters.boot);
     let stale = shared.state.read().is_ok_and(|st| {
-        st.ks
-            .has_stale_waiters(shared.waiters.node, shared.waiters.boot)
+        st.ks.has_stale_waiters(node, boot) || st.ks.has_stale_pop_waiters(node, boot)
     });
     if stale {
         drop(shared.proposer.submit(Command::LockPurge(LockPurge {

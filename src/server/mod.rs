@@ -7,8 +7,8 @@ pub mod clients;
 pub mod errors;
 pub mod forward;
 pub mod housekeeping;
-pub mod listwait;
 pub mod lockwait;
+pub mod popwait;
 pub mod proposer;
 pub mod reader;
 pub mod save;
@@ -168,8 +168,9 @@ pub struct Shared {
     pub sync: Arc<crate::store::log::SyncStats>,
     /// This node's clients waiting in a lock queue.
     pub waiters: lockwait::Waiters,
-    /// This node's clients blocked in BLPOP and the other blocking pops, in arrival order.
-    pub list_waiters: listwait::ListWaiters,
+    /// This node's clients blocked in BLPOP and the other blocking pops (the queue itself is
+    /// replicated: `state::popq`).
+    pub pop_waiters: popwait::PopWaiters,
     /// CONFIG's parameters; the live ones are read from here, not from `config`.
     pub settings: crate::cmd::config::Store,
     /// Commands slower than `slowlog-log-slower-than`.
@@ -431,14 +432,15 @@ impl Shared {
                 let now = reader::cluster_now(&self.raft, &st, &self.clock);
                 (
                     keyspace_figures(&st.ks, now),
-                    st.ks.revision(),
+                    (st.ks.revision(), st.ks.pop_waiter_count()),
                     st.expired_total,
                     (st.applied_entries, st.applied_commands),
                     st.ks.scripts().len(),
                 )
             }
-            Err(_) => ((0, 0, 0), 0, 0, (0, 0), 0),
+            Err(_) => ((0, 0, 0), (0, 0), 0, (0, 0), 0),
         };
+        let (revision, pop_waiters) = revision;
         let allocator = allocator_bytes();
         let rates = self.stats.traffic.rates();
         let sync = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
@@ -495,6 +497,7 @@ impl Shared {
             expires: keyspace.1,
             avg_ttl: keyspace.2,
             revision,
+            pop_waiters,
             node_id: self.config.node_id,
             role,
             leader_id: m.current_leader,
@@ -796,7 +799,7 @@ impl Server {
             db: node.db.clone(),
             sync: node.sync.clone(),
             waiters: lockwait::Waiters::new(config.node_id, clock.boot),
-            list_waiters: listwait::ListWaiters::default(),
+            pop_waiters: popwait::PopWaiters::new(config.node_id, clock.boot),
             settings: crate::cmd::config::Store::new(&start_params(
                 &config,
                 plain_port,

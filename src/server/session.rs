@@ -16,7 +16,6 @@ mod pubsub;
 pub mod stats;
 mod txn;
 mod wait;
-mod zblocking;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -373,11 +372,6 @@ impl Session {
             Ok(Request::Write(c)) if blocking::wait_spec(&c).is_some() => {
                 self.finish_slots(stream).await?;
                 let reply = self.blocking_pop(c, stream).await;
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Write(Command::BZPop(pop))) => {
-                self.finish_slots(stream).await?;
-                let reply = self.blocking_zpop(pop, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Write(
@@ -873,6 +867,9 @@ impl Session {
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400));
                 self.shared.clients.pause(until.into_std(), all);
                 Reply::ok()
+            }
+            ClientCmd::Unblock(id, error) => {
+                Reply::Int(i64::from(self.shared.clients.unblock(id, error)))
             }
             ClientCmd::Unpause => {
                 self.shared.clients.unpause();

@@ -111,6 +111,8 @@ pub struct Changes<R> {
     pub locks: Vec<(Bytes, Option<LockMeta>)>,
     /// ACL users to write (`Some`) or delete (`None`), by name.
     pub users: Vec<(String, Option<super::acl::User>)>,
+    /// Blocked-pop queues to write (`Some`) or delete (`None`), by key.
+    pub pops: Vec<(Bytes, Option<VecDeque<super::popq::PopWaiter>>)>,
 }
 
 /// The whole replicated state machine data.
@@ -132,6 +134,12 @@ pub struct Keyspace {
     /// Queues and lock-delays, only for the keys that have one ([`super::locks`]).
     locks: BTreeMap<Bytes, LockMeta>,
     dirty_locks: BTreeSet<Bytes>,
+    /// Clients blocked in a pop, per key, in arrival order ([`super::popq`]).
+    pub(super) popq: BTreeMap<Bytes, VecDeque<super::popq::PopWaiter>>,
+    pub(super) dirty_popq: BTreeSet<Bytes>,
+    /// Keys with waiters that a command has written since they were last served (not state:
+    /// emptied by the serving step after every top-level command).
+    pub(super) ready: BTreeSet<Bytes>,
     /// Sizes at which `entries` and `fences` are next rebuilt with full nodes.
     compact_entries_at: usize,
     compact_fences_at: usize,
@@ -163,7 +171,8 @@ pub enum Event {
         /// The message.
         message: Bytes,
     },
-    /// A key was written (wakes clients blocked on it).
+    /// A key was given data that blocked pops may take (a push, a move, a store): it makes
+    /// the key ready for serving ([`super::popq`]). Consumed inside apply, never delivered.
     Touched(Bytes),
     /// A lock was granted, released, renewed or lost (keyspace notifications; a grant to a
     /// waiter also names it, so that its node can answer it).
@@ -178,6 +187,13 @@ pub enum Event {
         owner: Bytes,
         /// The waiter granted the lock (grants from the queue only).
         waiter: Option<WaiterId>,
+    },
+    /// A client blocked in a pop was served ([`super::popq`]): its node hands it the reply.
+    Served {
+        /// The waiter.
+        waiter: WaiterId,
+        /// The reply, encoded by the `cmd` layer.
+        reply: Bytes,
     },
     /// A keyspace notification ([`Keyspace::notify`]), for the channels chosen when it was
     /// recorded.
@@ -198,7 +214,7 @@ impl Event {
     pub fn publications(&self) -> Vec<(Bytes, Bytes)> {
         match self {
             Event::Publish { channel, message } => vec![(channel.clone(), message.clone())],
-            Event::Touched(_) => Vec::new(),
+            Event::Touched(_) | Event::Served { .. } => Vec::new(),
             Event::Lock {
                 kind,
                 key,
@@ -613,6 +629,13 @@ impl Keyspace {
             script_budget,
             locks,
             users: self.acl.take_changes(),
+            pops: std::mem::take(&mut self.dirty_popq)
+                .into_iter()
+                .map(|k| {
+                    let q = self.popq.get(&k).cloned();
+                    (k, q)
+                })
+                .collect(),
         }
     }
 
@@ -677,6 +700,10 @@ impl Keyspace {
 
     /// Records an event for the local node (delivered after the batch is persisted).
     pub fn emit(&mut self, event: Event) {
+        if let Event::Touched(key) = &event {
+            self.mark_ready(key);
+            return;
+        }
         self.events.push(event);
     }
 
@@ -690,6 +717,8 @@ impl Keyspace {
         self.dirty.clear();
         self.dirty_fences.clear();
         self.dirty_locks.clear();
+        self.dirty_popq.clear();
+        self.ready.clear();
         self.scripts.take_changes();
         self.acl.take_changes();
     }

@@ -10,12 +10,14 @@ pub mod keyspace;
 pub mod locks;
 pub mod notify;
 pub mod pattern;
+pub mod popq;
 pub mod scripts;
 pub mod zset;
 
 pub use clock::ClusterClock;
 pub use keyspace::{Entry, Event, Hash, Keyspace, List, Set, Value};
 pub use locks::{Acquire, Acquired, LockEventKind, LockMeta, Waiter, WaiterId};
+pub use popq::{PopKind, PopWaiter};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
 pub use zset::ZSet;
 

@@ -18,6 +18,9 @@
 //! - `acl`: ACL user name -> postcard [`crate::state::acl::User`] (only users that were
 //!   created or changed: the built-in `default` is not stored until it changes). Added within
 //!   format 2, like `lockq`: an older directory opens with it empty, which is its exact state.
+//! - `popq`: user key bytes -> postcard `VecDeque<`[`crate::state::PopWaiter`]`>` (the clients
+//!   blocked in a pop on that key, in arrival order; only keys that have some). Added within
+//!   format 2, like `lockq`.
 
 use std::path::Path;
 
@@ -49,11 +52,15 @@ pub const CF_SCRIPT: &str = "script";
 pub const CF_LOCK: &str = "lockq";
 /// The replicated ACL users.
 pub const CF_ACL: &str = "acl";
+/// Clients blocked in a pop, per key.
+pub const CF_POPQ: &str = "popq";
 /// The key of the script budget in [`CF_SCRIPT`].
 pub const K_SCRIPT_BUDGET: &[u8] = b"#budget";
 
 /// Meta keys.
-pub const ALL_CFS: [&str; 7] = [CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK, CF_ACL];
+pub const ALL_CFS: [&str; 8] = [
+    CF_META, CF_LOG, CF_KV, CF_FENCE, CF_SCRIPT, CF_LOCK, CF_ACL, CF_POPQ,
+];
 
 pub const K_FORMAT: &[u8] = b"format_version";
 /// The persisted node id.

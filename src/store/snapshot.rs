@@ -14,8 +14,10 @@
 //!   u64 BE fence), `3` = lock queue (u32 BE key length, key, u32 BE value length, value:
 //!   the stored postcard [`crate::state::LockMeta`]), `4` = ACL user (u32 BE name length,
 //!   name, u32 BE value length, value: the stored postcard [`crate::state::acl::User`]),
-//!   `0` = end. Format 3 added tag 3 and format 4 tag 4; format-2 and -3 images (no lock
-//!   queues, no users) are still read.
+//!   `5` = blocked-pop queue (u32 BE key length, key, u32 BE value length, value: the stored
+//!   postcard `VecDeque<`[`crate::state::PopWaiter`]`>`), `0` = end. Format 3 added tag 3,
+//!   format 4 tag 4 and format 5 tag 5; older images (no lock queues, no users, no pop
+//!   queues) are still read.
 
 use std::collections::BTreeMap;
 
@@ -25,12 +27,12 @@ use bytes::Bytes;
 use rocksdb::{IteratorMode, SnapshotWithThreadMode, DB};
 use serde::{Deserialize, Serialize};
 
-use super::schema::{cf, dec, enc, read_err, Result, CF_ACL, CF_FENCE, CF_KV, CF_LOCK};
+use super::schema::{cf, dec, enc, read_err, Result, CF_ACL, CF_FENCE, CF_KV, CF_LOCK, CF_POPQ};
 use crate::raft_types::{LogId, StoredMembership};
 use crate::state::{ClusterClock, Entry, Keyspace};
 
 /// The image format this build writes and reads.
-pub const IMAGE_FORMAT: u32 = 4;
+pub const IMAGE_FORMAT: u32 = 5;
 /// The oldest image format this build reads.
 const OLDEST_IMAGE_FORMAT: u32 = 2;
 
@@ -38,6 +40,7 @@ const TAG_END: u8 = 0;
 const TAG_KV: u8 = 1;
 const TAG_FENCE: u8 = 2;
 const TAG_LOCK: u8 = 3;
+const TAG_POPQ: u8 = 5;
 const TAG_USER: u8 = 4;
 
 /// Everything in an image except the keys and fences.
@@ -92,6 +95,12 @@ pub fn encode(db: &DB, snap: &SnapshotWithThreadMode<'_, DB>, header: &Header) -
     for item in snap.iterator_cf(cf(db, CF_ACL)?, IteratorMode::Start) {
         let (k, v) = item.map_err(read_err)?;
         out.push(TAG_USER);
+        put_bytes(&mut out, &k)?;
+        put_bytes(&mut out, &v)?;
+    }
+    for item in snap.iterator_cf(cf(db, CF_POPQ)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(read_err)?;
+        out.push(TAG_POPQ);
         put_bytes(&mut out, &k)?;
         put_bytes(&mut out, &v)?;
     }
@@ -158,6 +167,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     let mut fences: Vec<(Bytes, u64)> = Vec::new();
     let mut locks = BTreeMap::new();
     let mut users = BTreeMap::new();
+    let mut pops = BTreeMap::new();
     loop {
         match r.u8()? {
             TAG_END => break,
@@ -178,6 +188,10 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
                 let name = String::from_utf8_lossy(r.bytes()?).into_owned();
                 users.insert(name, dec(r.bytes()?)?);
             }
+            TAG_POPQ => {
+                let k = Bytes::copy_from_slice(r.bytes()?);
+                pops.insert(k, dec(r.bytes()?)?);
+            }
             t => return Err(corrupt(&format!("unknown record tag {t}"))),
         }
     }
@@ -192,6 +206,7 @@ pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     );
     ks.set_scripts(header.scripts.clone(), header.script_budget);
     ks.set_lock_metas(locks);
+    ks.set_pop_queues(pops);
     ks.users_mut().restore(users);
     Ok((header, ks))
 }
@@ -251,7 +266,7 @@ mod tests {
     }
 
     /// The script cache, its budget, hashes and lists (with their field and element order),
-    /// lock queues and ACL users survive an image, written to the database the way the state machine
+    /// lock queues, blocked-pop queues and ACL users survive an image, written to the database the way the state machine
     /// does.
     #[test]
     fn images_carry_scripts_budget_and_collections() {
@@ -275,6 +290,13 @@ mod tests {
             wait: Some((waiter, None)),
         };
         assert_eq!(ks.lock_acquire(wait, 1, 99), crate::state::Acquired::Queued);
+        ks.pop_enqueue(crate::state::PopWaiter {
+            id: waiter,
+            kind: crate::state::PopKind::ZSet,
+            deadline: Some(900),
+            cmd: Bytes::from_static(b"\x4f"),
+            keys: vec![Bytes::from_static(b"z1"), Bytes::from_static(b"z2")],
+        });
         let dir = tempfile::tempdir().unwrap();
         let db = super::super::schema::open_db(dir.path()).unwrap();
         let (kv, locks) = (cf(&db, CF_KV).unwrap(), cf(&db, CF_LOCK).unwrap());
@@ -293,6 +315,10 @@ mod tests {
         for (k, m) in changes.locks {
             db.put_cf(locks, &k, enc(&m.unwrap()).unwrap()).unwrap();
         }
+        for (k, q) in changes.pops {
+            let pops = cf(&db, CF_POPQ).unwrap();
+            db.put_cf(pops, &k, enc(&q.unwrap()).unwrap()).unwrap();
+        }
         let mut h = header();
         h.scripts = ks.scripts().clone();
         h.script_budget = ks.script_budget_setting();
@@ -300,6 +326,8 @@ mod tests {
         assert_eq!(back.script("cd"), Some(&Bytes::from_static(b"return 2")));
         assert_eq!(back.lock_metas(), ks.lock_metas());
         assert_eq!(back.lock_queue(b"q", 1), (1, 0));
+        assert_eq!(back.pop_queues(), ks.pop_queues());
+        assert_eq!(back.pop_queue(b"z2").map(|q| q.len()), Some(1));
         assert_eq!(back.script_budget(), 77);
         assert_eq!(back.users().get("alice"), ks.users().get("alice"));
         fn bulks(v: &[&'static str]) -> crate::resp::Reply {

@@ -15,7 +15,7 @@ use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use super::schema::{
     cf, dec, decode_u64, enc, get_meta, read_err, write_err, AppliedMeta, Result, CF_ACL, CF_FENCE,
-    CF_KV, CF_LOCK, CF_META, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
+    CF_KV, CF_LOCK, CF_META, CF_POPQ, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
 };
 use super::snapshot::{self, Header, IMAGE_FORMAT};
 use crate::cmd::Ctx;
@@ -115,7 +115,11 @@ pub fn apply_batch(ks: &mut Keyspace, term: u64, batch: &Batch) -> BatchReply {
         .iter()
         .map(|cmd| {
             let revision = ks.bump_revision();
-            cmd.apply(ks, Ctx { now, revision })
+            let reply = cmd.apply(ks, Ctx { now, revision });
+            // Clients blocked on the keys it filled are served now, before the next command
+            // (a whole MULTI/EXEC or script counts as one, as in Redis).
+            crate::cmd::popwait::serve_ready(ks, now);
+            reply
         })
         .collect();
     BatchReply(replies)
@@ -150,6 +154,12 @@ impl StateMachine {
             locks.insert(Bytes::from(k.to_vec()), dec(&v)?);
         }
         ks.set_lock_metas(locks);
+        let mut pops = BTreeMap::new();
+        for item in db.iterator_cf(cf(&db, CF_POPQ)?, IteratorMode::Start) {
+            let (k, v) = item.map_err(read_err)?;
+            pops.insert(Bytes::from(k.to_vec()), dec(&v)?);
+        }
+        ks.set_pop_queues(pops);
         let mut users = BTreeMap::new();
         for item in db.iterator_cf(cf(&db, CF_ACL)?, IteratorMode::Start) {
             let (k, v) = item.map_err(read_err)?;
@@ -218,6 +228,13 @@ impl StateMachine {
                 None => wb.delete_cf(locks, &k),
             }
         }
+        let pops = cf(&self.db, CF_POPQ)?;
+        for (k, q) in changes.pops {
+            match q {
+                Some(q) => wb.put_cf(pops, &k, enc(&q)?),
+                None => wb.delete_cf(pops, &k),
+            }
+        }
         let acl = cf(&self.db, CF_ACL)?;
         for (name, u) in changes.users {
             match u {
@@ -241,8 +258,9 @@ impl StateMachine {
         let script = cf(&self.db, CF_SCRIPT)?;
         let locks = cf(&self.db, CF_LOCK)?;
         let acl = cf(&self.db, CF_ACL)?;
+        let pops = cf(&self.db, CF_POPQ)?;
         let mut wb = WriteBatch::default();
-        for family in [kv, fence, script, locks, acl] {
+        for family in [kv, fence, script, locks, acl, pops] {
             for item in self.db.iterator_cf(family, IteratorMode::Start) {
                 let (k, _) = item.map_err(read_err)?;
                 wb.delete_cf(family, k);
@@ -262,6 +280,9 @@ impl StateMachine {
         }
         for (name, u) in st.ks.users().stored() {
             wb.put_cf(acl, name.as_bytes(), enc(u)?);
+        }
+        for (k, q) in st.ks.pop_queues() {
+            wb.put_cf(pops, k, enc(q)?);
         }
         let budget = st.ks.script_budget_setting();
         wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
@@ -384,7 +405,7 @@ impl StateMachine {
                 Event::Lock {
                     waiter: Some(_),
                     ..
-                }
+                } | Event::Served { .. }
             ) {
                 let _ = st.waiter_grants.send(event.clone());
             }

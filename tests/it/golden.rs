@@ -24,6 +24,7 @@ use palisade::cmd::evict::{Evict, Tick};
 use palisade::cmd::lock::{Acquire, Lock};
 use palisade::cmd::lockwait::{LockCancel, LockPurge, LockReleaseToken};
 use palisade::cmd::multi::{Exec, Versions};
+use palisade::cmd::popwait::{PopCancel, PopWait};
 use palisade::cmd::{Command, Request};
 use palisade::raft::Batch;
 use palisade::state::WaiterId;
@@ -211,6 +212,9 @@ const RECIPES: &[&str] = &[
     "BZPOPMIN a b 1.5",
     "BZMPOP 0 2 a b MIN COUNT 3",
     "FLUSHALL",
+    "@pop-wait",
+    "@pop-wait-zset",
+    "@pop-cancel",
 ];
 
 fn fixture() -> PathBuf {
@@ -298,6 +302,18 @@ fn command(recipe: &str) -> Command {
         "@eval-ro-metered" => {
             palisade::cmd::acl::EvalAs::wrap("bob", parsed("EVAL_RO return(1) 0"))
         }
+        "@pop-wait" => Command::PopWait(PopWait {
+            waiter: waiter(),
+            cmd: Box::new(parsed("BLMOVE a b LEFT RIGHT 2")),
+        }),
+        "@pop-wait-zset" => Command::PopWait(PopWait {
+            waiter: waiter(),
+            cmd: Box::new(parsed("BZMPOP 0 2 a b MAX COUNT 2")),
+        }),
+        "@pop-cancel" => Command::PopCancel(PopCancel {
+            keys: vec![b("a"), b("b")],
+            waiter: waiter(),
+        }),
         line => parsed(line),
     }
 }

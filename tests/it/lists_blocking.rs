@@ -1,7 +1,9 @@
 //! Blocking list pops beyond BLPOP (BLMOVE, BRPOPLPUSH, BLMPOP) and the order blocked
-//! clients are served in: first come, first served among the clients of one node (see
-//! `src/server/listwait.rs`), on a single node and on a follower of a 3-node cluster; a
-//! timeout of 0 waits however long; a transaction that pushes and pops wakes nobody.
+//! clients are served in: first come, first served across the cluster (the replicated wait
+//! queue, `src/cmd/popwait.rs`), on a single node, on a follower, and among the clients of
+//! every node of a 3-node cluster; a timeout of 0 waits however long; a transaction that
+//! pushes and pops wakes nobody; a client that stops waiting leaves the queue (timeout,
+//! hang-up, a restart of its node) and no element is lost to it.
 
 use std::time::{Duration, Instant};
 
@@ -15,12 +17,17 @@ fn pair(key: &[u8], value: &[u8]) -> Vec<u8> {
     out
 }
 
-fn info_blocked(c: &mut Conn) -> usize {
-    let info = String::from_utf8_lossy(&c.c("INFO clients")).into_owned();
+/// The number INFO `section` gives for `field`.
+fn info_number(c: &mut Conn, section: &str, field: &str) -> usize {
+    let info = String::from_utf8_lossy(&c.c(&format!("INFO {section}"))).into_owned();
     info.lines()
-        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
-        .expect("INFO blocked_clients")
+        .unwrap_or_else(|| panic!("INFO {field}"))
+}
+
+fn info_blocked(c: &mut Conn) -> usize {
+    info_number(c, "clients", "blocked_clients")
 }
 
 #[test]
@@ -251,4 +258,206 @@ fn a_followers_blocked_clients_are_served_in_order() {
         "third",
     );
     assert_reply(&ws[3].read_reply(), &pair(b"cq", b"c4"), "fourth");
+}
+
+/// `raft_pop_waiters` of INFO: the clients queued in a blocking pop on any node.
+fn pop_waiters(c: &mut Conn) -> usize {
+    info_number(c, "raft", "raft_pop_waiters")
+}
+
+fn wait_pop_waiters(c: &mut Conn, n: usize) {
+    wait_for(
+        Duration::from_secs(10),
+        &format!("{n} queued pop waiter(s)"),
+        || (pop_waiters(c) == n).then_some(()),
+    );
+}
+
+/// Clients of all three nodes of a cluster, blocked in turn on one key (lists and sorted
+/// sets), are served in the order they blocked, whichever node serves them and whichever
+/// node the push goes to.
+#[test]
+fn waiters_on_different_nodes_are_served_in_arrival_order() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let mut watcher = cluster.conn(leader);
+    // Nine waiters, node 1, 2, 3, 1, 2, 3, ...: each blocks only after the one before is
+    // in the replicated queue, so the arrival order is known.
+    let mut ws = Vec::new();
+    for i in 0..9u64 {
+        let node = i % 3 + 1;
+        let mut c = cluster.conn(node);
+        let cmd = match i % 3 {
+            0 => "BLPOP xq 10",
+            1 => "BLMPOP 10 2 other xq LEFT",
+            _ => "BRPOP other xq 10",
+        };
+        c.send(&words(cmd));
+        wait_pop_waiters(&mut watcher, i as usize + 1);
+        ws.push(c);
+    }
+    // Pushes from a follower, three elements at a time.
+    let pusher = (1..=3).find(|id| *id != leader).unwrap_or(1);
+    let mut p = cluster.conn(pusher);
+    for round in 0..3 {
+        let base = round * 3;
+        p.c(&format!("RPUSH xq e{} e{} e{}", base, base + 1, base + 2));
+    }
+    for (i, w) in ws.iter_mut().enumerate() {
+        let e = format!("e{i}");
+        let want = if i % 3 == 1 {
+            let mut out = b"*2\r\n$2\r\nxq\r\n*1\r\n".to_vec();
+            out.extend(bulk_bytes(e.as_bytes()));
+            out
+        } else {
+            pair(b"xq", e.as_bytes())
+        };
+        assert_reply(
+            &w.read_reply(),
+            &want,
+            &format!("waiter {i} (node {})", i % 3 + 1),
+        );
+    }
+    assert_eq!(pop_waiters(&mut watcher), 0);
+    // Sorted sets: the same, with BZPOPMIN waiters on two nodes and a BZMPOP on the third.
+    let mut zs = Vec::new();
+    for (i, cmd) in ["BZPOPMIN zq 10", "BZMPOP 10 1 zq MIN", "BZPOPMIN zq 10"]
+        .iter()
+        .enumerate()
+    {
+        let mut c = cluster.conn(3 - i as u64);
+        c.send(&words(cmd));
+        wait_pop_waiters(&mut watcher, i + 1);
+        zs.push(c);
+    }
+    p.c("ZADD zq 1 a 2 b 3 c");
+    assert_reply(
+        &zs[0].read_reply(),
+        b"*3\r\n$2\r\nzq\r\n$1\r\na\r\n$1\r\n1\r\n",
+        "first BZPOPMIN",
+    );
+    assert_reply(
+        &zs[1].read_reply(),
+        b"*2\r\n$2\r\nzq\r\n*1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n",
+        "BZMPOP second",
+    );
+    assert_reply(
+        &zs[2].read_reply(),
+        b"*3\r\n$2\r\nzq\r\n$1\r\nc\r\n$1\r\n3\r\n",
+        "second BZPOPMIN",
+    );
+}
+
+/// A client that stops waiting leaves the cluster's queue: one that timed out, one that hung
+/// up, and those of a node that was killed and restarted. A push afterwards stays in the
+/// list (nothing is served to a client that has gone).
+#[test]
+fn clients_that_stop_waiting_leave_the_queue_and_lose_nothing() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let follower = (1..=3).find(|id| *id != leader).unwrap_or(1);
+    let mut watcher = cluster.conn(leader);
+    // A timeout on a follower: the client sees a null array, and the queue empties.
+    let mut t = cluster.conn(follower);
+    assert_reply(&t.c("BLPOP gone 0.3"), b"*-1\r\n", "timed out");
+    wait_pop_waiters(&mut watcher, 0);
+    // A client that hangs up while blocked.
+    let mut h = cluster.conn(follower);
+    h.send(&words("BRPOP gone 0"));
+    wait_pop_waiters(&mut watcher, 1);
+    drop(h);
+    wait_pop_waiters(&mut watcher, 0);
+    // The clients of a node that dies: its next process purges them from the queue.
+    let mut k1 = cluster.conn(follower);
+    k1.send(&words("BLPOP gone 0"));
+    wait_pop_waiters(&mut watcher, 1);
+    let mut k2 = cluster.conn(follower);
+    k2.send(&words("BLMOVE gone dst LEFT LEFT 0"));
+    wait_pop_waiters(&mut watcher, 2);
+    cluster.restart(follower);
+    wait_pop_waiters(&mut watcher, 0);
+    assert_reply(&watcher.c("RPUSH gone a b"), b":2\r\n", "push");
+    assert_reply(
+        &watcher.c("LRANGE gone 0 -1"),
+        b"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+        "nothing was served to a client that had gone",
+    );
+    // The restarted node serves its new clients as before.
+    let mut n = cluster.conn(follower);
+    assert_reply(&n.c("BLPOP gone 1"), &pair(b"gone", b"a"), "served again");
+}
+
+/// CLIENT UNBLOCK as a transcript on the server at `port`: a blocked BLPOP unblocked with
+/// TIMEOUT and a BZPOPMIN with ERROR (RESP2 and RESP3), a client that is not blocked, and the
+/// argument errors; then CLIENT KILL of a blocked client, which leaves its element alone.
+fn unblock_transcript(port: u16) -> Vec<String> {
+    let mut admin = Conn::connect(port);
+    let mut out = Vec::new();
+    for (proto, cmd, how) in [
+        (2, "BLPOP ub 0", "TIMEOUT"),
+        (3, "BLMOVE ub d LEFT LEFT 0", ""),
+        (2, "BZPOPMIN ubz 0", "ERROR"),
+        (3, "BLMPOP 0 1 ub LEFT", "error"),
+    ] {
+        let mut w = Conn::connect(port);
+        if proto == 3 {
+            w.c("HELLO 3");
+        }
+        let id = as_int(&w.c("CLIENT ID"));
+        w.send(&words(cmd));
+        wait_blocked(&mut admin, 1);
+        out.push(show(
+            &admin.c(format!("CLIENT UNBLOCK {id} {how}").trim_end()),
+        ));
+        out.push(show(&w.read_reply()));
+        wait_for(Duration::from_secs(5), "unblocked", || {
+            let list = String::from_utf8_lossy(&admin.c("CLIENT LIST")).into_owned();
+            (!list.contains(" flags=b ")).then_some(())
+        });
+        // Not blocked any more: 0, and the connection works.
+        out.push(show(&admin.c(&format!("CLIENT UNBLOCK {id}"))));
+        out.push(show(&w.c("PING")));
+    }
+    for bad in [
+        "CLIENT UNBLOCK x",
+        "CLIENT UNBLOCK 1 later",
+        "CLIENT UNBLOCK",
+        "CLIENT UNBLOCK 1 TIMEOUT x",
+        "CLIENT UNBLOCK -5",
+    ] {
+        out.push(show(&admin.c(bad)));
+    }
+    // Nothing was served to the unblocked clients: a push stays.
+    out.push(show(&admin.c("RPUSH ub x")));
+    out.push(show(&admin.c("LLEN ub")));
+    out
+}
+
+#[test]
+fn client_unblock_matches_redis() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let want = unblock_transcript(redis.port());
+    let got = unblock_transcript(pal.port());
+    assert_eq!(
+        got, want,
+        "CLIENT UNBLOCK transcripts differ from redis-server's"
+    );
+}
+
+/// CLIENT KILL closes a blocked client at once, and nothing is served to it afterwards.
+#[test]
+fn a_killed_blocked_client_leaves_the_queue() {
+    let pal = Server::start();
+    let mut admin = pal.conn();
+    let mut w = pal.conn();
+    let id = as_int(&w.c("CLIENT ID"));
+    w.send(&words("BLPOP kq 0"));
+    wait_pop_waiters(&mut admin, 1);
+    assert_reply(&admin.c(&format!("CLIENT KILL ID {id}")), b":1\r\n", "kill");
+    let (_, closed) = w.read_until_close(Duration::from_secs(2));
+    assert!(closed, "the killed client is closed");
+    wait_pop_waiters(&mut admin, 0);
+    admin.c("RPUSH kq v");
+    assert_reply(&admin.c("LLEN kq"), b":1\r\n", "the element stays");
 }

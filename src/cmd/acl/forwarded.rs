@@ -134,6 +134,22 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::HScan(c) => (&["hscan"], one(&c.key), none()),
         C::ZAdd(c) => (&["zadd", "zincrby"], one(&c.key), none()),
         C::BZPop(c) => (&["bzpopmin", "bzpopmax", "bzmpop"], many(c.keys()), none()),
+        // A client's blocking pop, as its queued form: checked as the command itself.
+        C::PopWait(c) => return forwarded_subject(&c.cmd),
+        C::PopCancel(c) => (
+            &[
+                "blpop",
+                "brpop",
+                "blmove",
+                "brpoplpush",
+                "blmpop",
+                "bzpopmin",
+                "bzpopmax",
+                "bzmpop",
+            ],
+            many(&c.keys),
+            none(),
+        ),
         C::ZRem(c) => (&["zrem"], one(&c.key), none()),
         C::ZRemRange(c) => (
             &["zremrangebyrank", "zremrangebyscore", "zremrangebylex"],

@@ -1,54 +1,28 @@
-//! Session commands that wait inline: BLPOP/BRPOP, BLMOVE/BRPOPLPUSH and BLMPOP (retry on a
-//! push to one of the keys, until the timeout) and the transaction commands (EXEC sends the queue as one replicated unit;
-//! WATCH reads key versions).
+//! Session commands that wait inline: the blocking pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH,
+//! BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP: a replicated wait queue, `cmd::popwait`) and the
+//! transaction commands (EXEC sends the queue as one replicated unit; WATCH reads key
+//! versions).
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use super::super::popwait;
 use super::super::stream::ClientStream;
+use super::super::Shared;
 use bytes::Bytes;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::txn::{exec_abort, Queued};
 use super::{await_read, await_write, Session};
-use crate::cmd::blpop::BPop;
-use crate::cmd::lmove::LMPop;
 use crate::cmd::multi::{Exec, TxnCmd, Versions};
+use crate::cmd::popwait::{PopWait, POP_QUEUED};
 use crate::cmd::{Command, ConnCmd, Request, Spec};
 use crate::resp::{Args, Reply};
-use crate::state::Event;
+use crate::state::WaiterId;
 
-/// The keys a blocking command waits on and its timeout in ms (0: forever); `None` for a
-/// command that does not block (including LMOVE, RPOPLPUSH and LMPOP).
-pub fn wait_spec(cmd: &Command) -> Option<(&[Bytes], u64)> {
-    match cmd {
-        Command::BPop(p) => Some((&p.keys, p.timeout_ms)),
-        Command::LMove(m) => m.timeout_ms.map(|t| (std::slice::from_ref(&m.src), t)),
-        Command::LMPop(m) => m.timeout_ms.map(|t| (m.keys.as_slice(), t)),
-        _ => None,
-    }
-}
-
-/// The blocking command restricted to the keys `keep` accepts (in their order), or `None`
-/// if it keeps none.
-fn only_keys(cmd: &Command, keep: impl Fn(&[u8]) -> bool) -> Option<Command> {
-    let filter = |keys: &[Bytes]| -> Option<Vec<Bytes>> {
-        let kept: Vec<Bytes> = keys.iter().filter(|k| keep(k)).cloned().collect();
-        (!kept.is_empty()).then_some(kept)
-    };
-    Some(match cmd {
-        Command::BPop(p) => Command::BPop(BPop {
-            keys: filter(&p.keys)?,
-            ..p.clone()
-        }),
-        Command::LMPop(m) => Command::LMPop(LMPop {
-            keys: filter(&m.keys)?,
-            ..m.clone()
-        }),
-        Command::LMove(m) if keep(&m.src) => cmd.clone(),
-        _ => return None,
-    })
-}
+pub use crate::cmd::popwait::wait_spec;
 
 /// Commands that run immediately even inside MULTI.
 pub fn runs_inside_multi(name: &str) -> bool {
@@ -195,72 +169,123 @@ impl Session {
         Reply::Array(out)
     }
 
-    /// BLPOP/BRPOP/BLMOVE/BRPOPLPUSH/BLMPOP: pop now if possible; otherwise wait for a push
-    /// to one of the keys to be applied on this node (from any client, script or node), then
-    /// try again, until the timeout. An attempt that finds nothing replies a null (BLMOVE) or
-    /// a null array; the timeout reply is a null array (`*-1`, or `_` in RESP3) for all.
+    /// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX and BZMPOP: proposed with
+    /// this client as a waiter, so that it pops at once if it can and otherwise joins the
+    /// replicated queue of each key (`cmd::popwait`): the cluster serves its waiters
+    /// first-come, first-served, whichever node they are connected to. The client then waits
+    /// for its node to hand it the served reply, or for its timeout (a null array, `*-1` or
+    /// `_` in RESP3), and leaves the queue through the log when it stops waiting.
     pub(super) async fn blocking_pop(&mut self, cmd: Command, stream: &mut ClientStream) -> Reply {
-        let Some((keys, timeout_ms)) = wait_spec(&cmd).map(|(k, t)| (k.to_vec(), t)) else {
+        let Some((_, timeout_ms, _)) = wait_spec(&cmd) else {
             return Reply::err("ERR internal: not a blocking command");
         };
         let until = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
-        // Subscribe before the first attempt, so a push applied after it is never missed.
-        let Some(mut events) = self
-            .shared
-            .state
-            .read()
-            .ok()
-            .map(|st| st.events.subscribe())
-        else {
-            return Reply::err("ERR internal: state lock poisoned");
-        };
-        let mut watch_peer = true;
         let shared = self.shared.clone();
-        // Queue first (node-local FIFO, `server::listwait`): a client that finds others
-        // already waiting on one of its keys waits for its turn instead of trying at once.
-        let ticket = shared.list_waiters.join(&keys);
-        let mut blocked = None;
-        loop {
-            // Try only the keys this client is first in line for: for the others, the
-            // clients ahead take any element (in Redis those keys are empty for it).
-            if let Some(attempt) = only_keys(&cmd, |k| ticket.is_head(k)) {
-                let rx = self.shared.proposer.submit_as(self.user.clone(), attempt);
-                let reply = await_write(rx, self.write_deadline()).await;
-                if !matches!(reply, Reply::NilArray | Reply::Nil) {
-                    // Dropping the ticket (here) lets the next client in line try.
-                    return reply;
-                }
+        let (id, mut served) = shared.pop_waiters.register(cmd.clone());
+        let wait = Command::PopWait(PopWait {
+            waiter: id,
+            cmd: Box::new(cmd.clone()),
+        });
+        let reply = await_write(
+            shared.proposer.submit_as(self.user.clone(), wait),
+            self.write_deadline(),
+        )
+        .await;
+        match &reply {
+            Reply::Simple(s) if s == POP_QUEUED => {}
+            // An error may be an unknown outcome (the entry may have queued the waiter, and
+            // it may even have been served since): leave the queue, or take the reply.
+            Reply::Error(_) => return stop_waiting(&shared, &cmd, id, served, reply).await,
+            // Popped at once.
+            _ => {
+                shared.pop_waiters.discard(id);
+                return reply;
             }
-            // Nothing to pop: from now until it returns, the client is blocked (tests wait
-            // for the mark instead of sleeping).
-            blocked.get_or_insert_with(|| shared.clients.block(self.id));
-            loop {
-                let timeout = async {
-                    match until {
-                        Some(t) => tokio::time::sleep_until(t).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                let mut probe = [0u8; 1];
-                tokio::select! {
-                    ev = events.recv() => match ev {
-                        // Only the first client in the key's queue takes a push.
-                        Ok(Event::Touched(k)) if keys.contains(&k) && ticket.is_head(&k) => break,
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => break,
-                        Err(RecvError::Closed) => return Reply::err("ERR server is shutting down"),
-                    },
-                    // A client ahead left: an element may be there for this one.
-                    _ = ticket.turn.notified() => break,
-                    _ = timeout => return Reply::NilArray,
-                    _ = self.stop.changed() => return Reply::err("ERR server is shutting down"),
-                    // Notice a client that hangs up while blocked (data means it is alive).
-                    r = stream.peek(&mut probe), if watch_peer => match r {
-                        Ok(0) | Err(_) => return Reply::NilArray,
-                        Ok(_) => watch_peer = false,
-                    },
+        }
+        // Armed before the blocked mark is set, so a CLIENT UNBLOCK that sees the mark
+        // reaches this wait.
+        let switches = self.killed.clone();
+        let unblocked = switches.unblock.notified();
+        tokio::pin!(unblocked);
+        unblocked.as_mut().enable();
+        // Queued: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
+        let _blocked = shared.clients.block(self.id);
+        let mut watch_peer = true;
+        loop {
+            let timeout = async {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
                 }
+            };
+            let mut probe = [0u8; 1];
+            tokio::select! {
+                r = &mut served => {
+                    return r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"));
+                }
+                _ = timeout => return stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await,
+                _ = &mut unblocked => {
+                    let reply = unblock_reply(&switches);
+                    return stop_waiting(&shared, &cmd, id, served, reply).await;
+                }
+                // CLIENT KILL: the connection closes unanswered.
+                _ = switches.notify.notified() => {
+                    let reply = stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await;
+                    if reply != Reply::NilArray {
+                        popwait::give_back_now(&shared, &cmd, &reply);
+                    }
+                    return Reply::NilArray;
+                }
+                _ = self.stop.changed() => {
+                    let down = Reply::err("ERR server is shutting down");
+                    let reply = stop_waiting(&shared, &cmd, id, served, down.clone()).await;
+                    if reply != down {
+                        // Served, but the connection closes unanswered: give it back.
+                        popwait::give_back_now(&shared, &cmd, &reply);
+                    }
+                    return down;
+                }
+                // Notice a client that hangs up while blocked (data means it is alive).
+                r = stream.peek(&mut probe), if watch_peer => match r {
+                    Ok(0) | Err(_) => {
+                        let reply = stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await;
+                        if reply != Reply::NilArray {
+                            popwait::give_back_now(&shared, &cmd, &reply);
+                        }
+                        return Reply::NilArray;
+                    }
+                    Ok(_) => watch_peer = false,
+                },
             }
         }
     }
+}
+
+/// What a client woken by CLIENT UNBLOCK gets: its timeout reply, or Redis's error.
+pub(super) fn unblock_reply(switches: &super::super::clients::Killed) -> Reply {
+    if switches
+        .unblock_error
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+    } else {
+        Reply::NilArray
+    }
+}
+
+/// The client stops waiting: if it was still waiting, it leaves the queue through the log
+/// and gets `otherwise`; if a reply was served to it meanwhile, it gets that.
+async fn stop_waiting(
+    shared: &Arc<Shared>,
+    cmd: &Command,
+    id: WaiterId,
+    served: oneshot::Receiver<Reply>,
+    otherwise: Reply,
+) -> Reply {
+    if shared.pop_waiters.forget(id) {
+        popwait::cancel(shared, cmd, id);
+        return otherwise;
+    }
+    // Handed over just now: the reply is on its way.
+    served.await.unwrap_or(otherwise)
 }

@@ -51,6 +51,12 @@ impl Session {
                 return reply;
             }
         }
+        // Armed before the blocked mark is set, so a CLIENT UNBLOCK that sees the mark
+        // reaches this wait.
+        let switches = self.killed.clone();
+        let unblocked = switches.unblock.notified();
+        tokio::pin!(unblocked);
+        unblocked.as_mut().enable();
         // In the queue: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
         let _blocked = shared.clients.block(self.id);
         let mut watch_peer = true;
@@ -67,6 +73,20 @@ impl Session {
                     Ok(t) => Reply::Int(t as i64),
                     Err(_) => Reply::err("ERR internal: the lock waiter was dropped"),
                 },
+                _ = &mut unblocked => {
+                    if shared.waiters.forget(id) {
+                        cancel(&shared, key, id);
+                        return match super::blocking::unblock_reply(&switches) {
+                            Reply::NilArray => Reply::Nil,
+                            error => error,
+                        };
+                    }
+                    // Granted just now: the token is on its way.
+                    return match granted.await {
+                        Ok(t) => Reply::Int(t as i64),
+                        Err(_) => Reply::Nil,
+                    };
+                }
                 _ = timeout => {
                     if shared.waiters.forget(id) {
                         cancel(&shared, key, id);
