@@ -112,11 +112,3 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     args.finish()?;
     Ok(Request::Admin(cmd))
 }
-
-/// Re-parses forwarded raw arguments (the leader side of a forwarded admin command).
-pub fn parse_argv(argv: Vec<Bytes>) -> Result<AdminCmd, Reply> {
-    match super::parse(argv)? {
-        Request::Admin(cmd) => Ok(cmd),
-        _ => Err(Reply::err("ERR not an admin command")),
-    }
-}

@@ -139,7 +139,8 @@ pub fn format_double(d: f64) -> String {
         return if d > 0.0 { "inf" } else { "-inf" }.into();
     }
     if d.is_nan() {
-        return "nan".into();
+        // glibc prints the sign of a NaN (Lua's `0/0` is negative on x86-64).
+        return if d.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
     if d == 0.0 {
         return if d.is_sign_negative() { "-0" } else { "0" }.into();
