@@ -3,8 +3,6 @@
 //! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`,
 //! `RAFT.FAULT DELAY ms`, `RAFT.FAULT SYNCDELAY ms`.
 
-use bytes::Bytes;
-
 use super::registry::{Spec, NO_KEYS};
 use super::Request;
 use crate::resp::args::syntax_error;
