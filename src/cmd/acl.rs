@@ -440,8 +440,8 @@ pub mod forwarded;
 pub mod log;
 
 pub use check::{
-    categories, category_commands, check, first_arg, full_name, noperm, script_denied, subject,
-    unrestricted, TableCatalog, CATEGORIES,
+    categories, category_commands, check, first_arg, full_name, known_subcommand, noperm,
+    script_denied, subject, unrestricted, TableCatalog, CATEGORIES,
 };
 pub use forwarded::check_forwarded;
 

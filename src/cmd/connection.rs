@@ -74,8 +74,13 @@ pub enum ConnCmd {
     Reset,
     /// CLIENT subcommands.
     Client(ClientCmd),
-    /// COMMAND subcommands (answered from the command table).
+    /// A reply known when parsing: COMMAND's subcommands (answered from the command table)
+    /// and LOLWUT.
     Command(Reply),
+    /// ROLE (the node's applied index is its offset).
+    Role,
+    /// WAIT (run by the session: it may block, and asks the leader).
+    Wait(super::wait::Wait),
     /// INFO with the requested sections (lower-case).
     Info(Vec<String>),
     /// MULTI, EXEC, DISCARD, WATCH, UNWATCH.

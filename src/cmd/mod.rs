@@ -47,6 +47,7 @@ pub mod lmove;
 pub mod lock;
 pub mod lockinfo;
 pub mod lockwait;
+pub mod lolwut;
 pub mod memory;
 pub mod mget;
 pub mod multi;
@@ -58,6 +59,7 @@ pub mod raft;
 pub mod registry;
 pub mod rename;
 pub mod renew;
+pub mod role;
 pub mod save;
 pub mod script;
 pub mod set;
@@ -72,6 +74,7 @@ pub mod time;
 pub mod ttl;
 pub mod type_;
 pub mod unlock;
+pub mod wait;
 pub mod zrange;
 pub mod zset;
 pub mod zsetop;
@@ -102,6 +105,9 @@ registry::commands! {
     time: [],
     slowlog: [],
     latency: [],
+    role: [],
+    lolwut: [],
+    wait: [],
     swapdb: [],
     flush: [95 => Flush(Flush)],
     save: [],

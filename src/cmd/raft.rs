@@ -3,8 +3,6 @@
 //! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`,
 //! `RAFT.FAULT DELAY ms`, `RAFT.FAULT SYNCDELAY ms`.
 
-use bytes::Bytes;
-
 use super::registry::{Spec, NO_KEYS};
 use super::Request;
 use crate::resp::args::syntax_error;
@@ -111,12 +109,4 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     };
     args.finish()?;
     Ok(Request::Admin(cmd))
-}
-
-/// Re-parses forwarded raw arguments (the leader side of a forwarded admin command).
-pub fn parse_argv(argv: Vec<Bytes>) -> Result<AdminCmd, Reply> {
-    match super::parse(argv)? {
-        Request::Admin(cmd) => Ok(cmd),
-        _ => Err(Reply::err("ERR not an admin command")),
-    }
 }

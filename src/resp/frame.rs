@@ -139,7 +139,8 @@ pub fn format_double(d: f64) -> String {
         return if d > 0.0 { "inf" } else { "-inf" }.into();
     }
     if d.is_nan() {
-        return "nan".into();
+        // glibc prints the sign of a NaN (Lua's `0/0` is negative on x86-64).
+        return if d.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
     if d == 0.0 {
         return if d.is_sign_negative() { "-0" } else { "0" }.into();
@@ -272,6 +273,8 @@ mod tests {
             (0.0001, "0.0001"),
             (123.0, "123"),
             (1e300, "1.0000000000000001e+300"),
+            (f64::NAN, "nan"),
+            (-f64::NAN, "-nan"),
         ] {
             assert_eq!(format_double(d), want, "{d}");
         }

@@ -108,6 +108,31 @@ pub fn execute(
     }
 }
 
+/// `redis.acl_check_cmd(command, arg...)`, as Redis 7.0's
+/// `luaRedisAclCheckCmdPermissionsCommand`: whether the user running the script may run that
+/// command line (command, keys and channels), as `(boolean, false)`; an unknown command (or
+/// an unknown subcommand of a container) gives `(error table, true)`, which the Lua side
+/// raises. The arguments become a command line as `redis.call`'s do, with its errors. As
+/// in Redis 7.0 the argument count is not checked (`acl_check_cmd('get')` is true): the
+/// keys are those the line names.
+pub fn acl_check_cmd(
+    lua: &Lua,
+    args: &MultiValue,
+    user: Option<&crate::state::acl::User>,
+) -> mlua::Result<(Value, bool)> {
+    let verdict = argv(args).and_then(|argv| {
+        let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
+        let spec = cmd::lookup(&name)
+            .filter(|spec| cmd::acl::known_subcommand(spec, &argv))
+            .ok_or_else(|| err("Invalid command passed to redis.acl_check_cmd()"))?;
+        Ok(user.is_none_or(|u| cmd::acl::check(u, spec, &argv).is_ok()))
+    });
+    match verdict {
+        Ok(allowed) => Ok((Value::Boolean(allowed), false)),
+        Err(reply) => to_lua(lua, &reply, false),
+    }
+}
+
 fn not_allowed() -> Reply {
     err("This Redis command is not allowed from script")
 }

@@ -53,8 +53,10 @@ impl Default for Config {
 type Cfg = Rc<RefCell<Config>>;
 
 /// Deepest nesting encoded or decoded whatever the configuration says: Redis is bounded by
-/// the Lua C stack instead (about 2600 levels); this bound keeps the recursion well inside a
-/// thread's stack. Up to the default limits (1000) nothing differs.
+/// the Lua C stack instead (measured on 7.0.15 with raised limits: 7997 levels encoded, 7998
+/// levels of arrays and 3999 of objects decoded); this bound keeps the recursion well inside
+/// a 2 MiB thread stack. Up to the default limits (1000) nothing differs
+/// (docs/scripting.md, "Deliberate differences").
 const HARD_DEPTH: i64 = 1000;
 
 fn err(msg: impl Into<String>) -> mlua::Error {

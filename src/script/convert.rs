@@ -4,7 +4,8 @@
 //! default 2): integer -> number; bulk -> string; null -> `false` (RESP2) or `nil` (RESP3);
 //! status -> `{ok=...}`; error -> `{err=...}`; array -> table. Out of Lua (the script's
 //! result): number -> integer (truncated, as C's cast does); string -> bulk; `true` -> `:1`;
-//! `false`/`nil` -> null; `{err=...}` -> error; `{ok=...}` -> status; other tables -> arrays
+//! `false`/`nil` -> null; `{err=...}` -> error; `{ok=...}` -> status; `{double=n}` -> double
+//! (a bulk string in RESP2); other tables -> arrays
 //! cut at the first nil. Arguments to `redis.call` format numbers with `%.17g`, so an
 //! integral number becomes `5`, not `5.0`.
 
@@ -131,8 +132,12 @@ fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
         return Reply::Simple(String::from_utf8_lossy(&s.as_bytes()).into_owned());
     }
-    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
-        return Reply::Bulk(Bytes::from(fmt_g17(d)));
+    // A RESP3 double for a RESP3 client, a bulk string for a RESP2 one (Redis's
+    // `addReplyDouble`): the client's protocol decides, not `redis.setresp`.
+    match t.raw_get::<Value>("double") {
+        Ok(Value::Number(d)) => return Reply::Double(d),
+        Ok(Value::Integer(n)) => return Reply::Double(n as f64),
+        _ => {}
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         let pairs = m.pairs::<Value, Value>().filter_map(Result::ok);

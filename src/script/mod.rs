@@ -180,7 +180,10 @@ fn execute(
             }
             bridge::to_lua(lua, &reply, call_st.resp3.get())
         })?;
-        sandbox::finish_state(&lua, raw)?;
+        let acl_check = scope.create_function(move |lua, args: MultiValue| {
+            bridge::acl_check_cmd(lua, &args, user)
+        })?;
+        sandbox::finish_state(&lua, raw, acl_check)?;
         xpcall.call::<MultiValue>((f, handler))
     })?;
     if st.aborted.get() {

@@ -271,19 +271,24 @@ const RAW_KEY: &std::ffi::CStr = c"palisade.raw";
 /// script's stack frame, so an error raised by `redis.call` can name the script line, and
 /// the error it raises is the `{err=...}` table itself (mlua would turn a table raised from a
 /// Rust callback into a string).
-pub fn finish_state(lua: &Lua, raw: Function) -> mlua::Result<()> {
+///
+/// `acl_check` (the same contract as `raw`) becomes `redis.acl_check_cmd`.
+pub fn finish_state(lua: &Lua, raw: Function, acl_check: Function) -> mlua::Result<()> {
     lua.set_named_registry_value("palisade.raw", raw)?;
+    lua.set_named_registry_value("palisade.acl_check_cmd", acl_check)?;
     let redis: Table = lua.globals().raw_get("redis")?;
     // SAFETY: the functions only use the Lua C API on the stack they are given; they raise
     // through lua_error with no Rust values live in their frames.
-    let (call, pcall) = unsafe {
+    let (call, pcall, acl_check_cmd) = unsafe {
         (
             lua.create_c_function(redis_call)?,
             lua.create_c_function(redis_pcall)?,
+            lua.create_c_function(redis_acl_check_cmd)?,
         )
     };
     redis.raw_set("call", call)?;
     redis.raw_set("pcall", pcall)?;
+    redis.raw_set("acl_check_cmd", acl_check_cmd)?;
     install_raising(lua, &redis)?;
     let prelude = lua.load(PRELUDE).set_name("=palisade").into_function()?;
     prelude.call::<()>(())
@@ -295,6 +300,10 @@ unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::ffi:
 
 unsafe extern "C-unwind" fn redis_pcall(state: *mut mlua::lua_State) -> std::ffi::c_int {
     call_raw(state, RAW_KEY, false)
+}
+
+unsafe extern "C-unwind" fn redis_acl_check_cmd(state: *mut mlua::lua_State) -> std::ffi::c_int {
+    call_raw(state, c"palisade.acl_check_cmd", true)
 }
 
 /// C functions over Rust ones that raise Redis's `{err=...}` tables (no position prefix),

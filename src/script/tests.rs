@@ -416,6 +416,57 @@ fn calls_are_checked_against_the_callers_user() {
     );
 }
 
+/// `redis.acl_check_cmd` answers for the script's user without running anything: commands,
+/// keys, unknown commands; with no user (entries before ACLs) everything is allowed.
+#[test]
+fn acl_check_cmd_answers_for_the_scripts_user() {
+    let mut ks = Keyspace::default();
+    let mut user = crate::state::acl::User::new();
+    for r in ["on", "~lock:*", "+get"] {
+        user.apply_rule(r.as_bytes(), &crate::cmd::acl::TableCatalog)
+            .unwrap();
+    }
+    let body = "return {redis.acl_check_cmd('get', 'lock:1'), \
+                redis.acl_check_cmd('get', 'other') == false, \
+                redis.acl_check_cmd('set', 'lock:1', 'v') == false}";
+    for (who, want) in [(Some(&user), Reply::Int(1)), (None, Reply::Int(1))] {
+        let inv = Invocation {
+            sha: "0000",
+            body: body.as_bytes(),
+            keys: &[],
+            args: &[],
+            now: 0,
+            budget: 100_000,
+            user: who,
+            cost: cost::CostModel::Metered,
+        };
+        let r = run(Access::Write(&mut ks), &inv);
+        let expected = if who.is_some() {
+            Reply::Array(vec![want.clone(), Reply::Int(1), Reply::Int(1)])
+        } else {
+            // Unchecked: the two `== false` comparisons are false, a nil reply each.
+            Reply::Array(vec![want, Reply::Nil, Reply::Nil])
+        };
+        assert_eq!(r, expected, "user {:?}", who.is_some());
+    }
+    assert_eq!(
+        eval(&mut ks, "return redis.acl_check_cmd('nosuch')", &[], &[]),
+        Reply::err(
+            "ERR Invalid command passed to redis.acl_check_cmd() script: 0000, on @user_script:1."
+        )
+    );
+    assert_eq!(ks.stored_len(), 0, "acl_check_cmd runs nothing");
+}
+
+#[test]
+fn double_results_are_doubles() {
+    let mut ks = Keyspace::default();
+    assert_eq!(
+        eval(&mut ks, "return {1, {double=2.5}}", &[], &[]),
+        Reply::Array(vec![Reply::Int(1), Reply::Double(2.5)])
+    );
+}
+
 #[test]
 fn wall_clock_commands_are_refused() {
     let mut ks = Keyspace::default();

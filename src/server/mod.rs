@@ -11,6 +11,7 @@ pub mod lockwait;
 pub mod popwait;
 pub mod proposer;
 pub mod reader;
+pub mod replicas;
 pub mod save;
 pub mod session;
 pub mod stream;
@@ -28,7 +29,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::cmd::info::InfoData;
-use crate::cmd::Command;
+use crate::cmd::{Command, ConnCmd, Request};
 use crate::config::Config;
 use crate::raft::auth::PeerAuth;
 use crate::raft::node::{self, NodeSettings};
@@ -1133,8 +1134,11 @@ impl ClientHandler for Handler {
     fn admin(&self, argv: Vec<Bytes>) -> BoxFuture<Reply> {
         let shared = self.shared.clone();
         Box::pin(async move {
-            match crate::cmd::raft::parse_argv(argv) {
-                Ok(cmd) => admin::execute_local(&shared, cmd).await,
+            // A follower forwards RAFT.* admin commands and WAIT (see `replicas`).
+            match crate::cmd::parse(argv) {
+                Ok(Request::Admin(cmd)) => admin::execute_local(&shared, cmd).await,
+                Ok(Request::Conn(ConnCmd::Wait(w))) => replicas::wait_local(&shared, w).await,
+                Ok(_) => Reply::err("ERR not an admin command"),
                 Err(reply) => reply,
             }
         })

@@ -356,7 +356,7 @@ impl Session {
         }
         // Admin commands keep their raw arguments, to forward them to the leader.
         let raw = match &resolved {
-            Ok(spec) if spec.name.starts_with("raft.") => Some(argv.clone()),
+            Ok(spec) if spec.name.starts_with("raft.") || spec.name == "wait" => Some(argv.clone()),
             _ => None,
         };
         let timed = self.timed(&argv);
@@ -469,6 +469,12 @@ impl Session {
                     }
                     cmd::debug::DebugCmd::Reply(r) => r,
                 };
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Conn(ConnCmd::Wait(w))) => {
+                self.finish_slots(stream).await?;
+                let reply = super::replicas::wait(&self.shared, w, raw.unwrap_or_default()).await;
                 self.record(timed);
                 self.slots.push(Slot::Ready(reply));
             }
@@ -596,6 +602,9 @@ impl Session {
             }
             ConnCmd::Client(c) => self.client(c),
             ConnCmd::Command(reply) => reply,
+            ConnCmd::Role => super::replicas::role(&self.shared),
+            // Inside EXEC: the count now, without blocking, as Redis answers.
+            ConnCmd::Wait(_) => super::replicas::acked_now(&self.shared),
             ConnCmd::Info(sections) => {
                 Reply::Verbatim(crate::cmd::info::render(&sections, &self.shared.info()))
             }

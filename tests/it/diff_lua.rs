@@ -394,6 +394,97 @@ fn refused_steps() -> Vec<Step> {
     s
 }
 
+/// `redis.acl_check_cmd` as the default user, then as a user with fewer rights (commands,
+/// keys, channels), and its errors.
+fn acl_check_steps() -> Vec<Step> {
+    let checks = [
+        "return redis.acl_check_cmd('get', 'k')",
+        "return type(redis.acl_check_cmd('get', 'k'))",
+        "return redis.acl_check_cmd('GeT', 'k')",
+        "return redis.acl_check_cmd('set', 'allowed1', 'v')",
+        "return redis.acl_check_cmd('get', 'allowed1')",
+        "return redis.acl_check_cmd('get', 'other')",
+        "return redis.acl_check_cmd('mget', 'allowed1', 'other')",
+        "return redis.acl_check_cmd('get')",
+        "return redis.acl_check_cmd('get', 'allowed1', 'extra')",
+        "return redis.acl_check_cmd('publish', 'chan', 'm')",
+        "return redis.acl_check_cmd('publish', 'nochan', 'm')",
+        "return redis.acl_check_cmd('client', 'id')",
+        "return redis.acl_check_cmd('client')",
+        "return redis.acl_check_cmd('get', 1)",
+        "return redis.acl_check_cmd('nosuch')",
+        "return redis.acl_check_cmd('client', 'nosuch')",
+        "return redis.acl_check_cmd()",
+        "return redis.acl_check_cmd({})",
+        "return redis.acl_check_cmd('get', {})",
+        "redis.setresp(3) return redis.acl_check_cmd('get', 'other')",
+    ];
+    let mut s: Vec<Step> = checks.iter().map(|b| eval(b)).collect();
+    s.push(same(
+        "ACL SETUSER bob on nopass +@all -set resetkeys ~allowed* resetchannels &chan",
+    ));
+    s.push(same("AUTH bob x"));
+    s.extend(checks.iter().map(|b| eval(b)));
+    s
+}
+
+/// `{double=n}`: a RESP3 double to a RESP3 client, a bulk string to a RESP2 one, whatever
+/// `redis.setresp` says.
+fn double_steps() -> Vec<Step> {
+    [
+        "return {double=3.5}",
+        "return {double=0/0}",
+        "return {double=-(0/0)}",
+        "return {double=1/0}",
+        "return {double=-1/0}",
+        "return {double=-0.0}",
+        "return {double=0.1}",
+        "return {double=1e300}",
+        "return {double=123456789012345678}",
+        "return {double=7}",
+        "return {double='x'}",
+        "return {double='2'}",
+        "redis.setresp(3) return {double=2}",
+        "redis.setresp(2) return {double=2.25}",
+        "return {1, {double=2.5}, {map={a={double=1}}}}",
+    ]
+    .iter()
+    .map(|s| eval(s))
+    .collect()
+}
+
+/// Nesting at the limits Palisade shares with Redis: cjson's default depths (1000), 1000
+/// levels of msgpack arrays, 256 levels of result tables. Deeper, Redis goes on to its Lua
+/// C stack's limit and Palisade stops (docs/scripting.md, "Deliberate differences").
+fn depth_steps() -> Vec<Step> {
+    let nest = |levels: usize, tail: &str| {
+        format!("local t = {{}} local c = t for i = 2, {levels} do c[1] = {{}} c = c[1] end {tail}")
+    };
+    let bodies = [
+        nest(1000, "return #cjson.encode(t)"),
+        nest(1001, "return #cjson.encode(t)"),
+        nest(256, "c[1] = 5 return t"),
+        "local s = string.rep('[', 1000) .. string.rep(']', 1000) return #cjson.decode(s)".into(),
+        "local s = string.rep('[', 1001) .. string.rep(']', 1001) return #cjson.decode(s)".into(),
+        "local s = string.rep('{\"a\":', 1000) .. '1' .. string.rep('}', 1000) \
+         return type(cjson.decode(s))"
+            .into(),
+        "local s = string.rep('{\"a\":', 1001) .. '1' .. string.rep('}', 1001) \
+         return type(cjson.decode(s))"
+            .into(),
+        "local s = string.rep(string.char(0x91), 999) .. string.char(0x90) \
+         return type(cmsgpack.unpack(s))"
+            .into(),
+        "cjson.encode_max_depth(5) local ok, e = pcall(cjson.encode, {{{{{{1}}}}}}) \
+         cjson.encode_max_depth(1000) return e"
+            .into(),
+        "cjson.decode_max_depth(3) local ok, e = pcall(cjson.decode, '[[[[1]]]]') \
+         cjson.decode_max_depth(1000) return e"
+            .into(),
+    ];
+    bodies.iter().map(|b| eval(b)).collect()
+}
+
 macro_rules! both {
     ($steps:ident, $r2:ident, $r3:ident) => {
         #[test]
@@ -426,4 +517,19 @@ both!(
     refused_steps,
     lua_refused_commands_resp2,
     lua_refused_commands_resp3
+);
+both!(
+    acl_check_steps,
+    lua_acl_check_cmd_resp2,
+    lua_acl_check_cmd_resp3
+);
+both!(
+    double_steps,
+    lua_double_result_resp2,
+    lua_double_result_resp3
+);
+both!(
+    depth_steps,
+    lua_nesting_limits_resp2,
+    lua_nesting_limits_resp3
 );

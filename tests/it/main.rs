@@ -36,6 +36,7 @@ mod lock_scripts;
 mod locks;
 mod peer_auth;
 mod pubsub;
+mod replicas;
 mod rmw;
 mod scripting;
 mod security;

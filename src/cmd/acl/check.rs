@@ -104,6 +104,15 @@ pub(super) fn subcommands(name: &str) -> Option<&'static [&'static str]> {
         .map(|(_, s)| *s)
 }
 
+/// False for a container command line whose subcommand does not exist (Redis's
+/// `lookupCommand` finds no command for it); true otherwise, a bare container included.
+pub fn known_subcommand(spec: &Spec, argv: &[Bytes]) -> bool {
+    match (subcommands(spec.name), first_arg(argv)) {
+        (Some(subs), Some(sub)) => subs.contains(&sub.as_str()),
+        _ => true,
+    }
+}
+
 /// The categories of a command, or of its subcommand (`sub`, lower-case) for containers.
 pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
     let flag = |f: &str| spec.flags.contains(&f);
@@ -122,6 +131,8 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
     }
     match spec.group {
         _ if matches!(spec.name, "sort" | "sort_ro") => {}
+        // WAIT is filed under generic but Redis puts it in @connection.
+        _ if spec.name == "wait" => add("connection"),
         "set" => add("set"),
         "string" => add("string"),
         "list" => add("list"),
@@ -167,7 +178,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
 /// The admin commands (or subcommands) Redis puts in `@admin` and `@dangerous`.
 fn dangerous(name: &str, sub: Option<&str>) -> bool {
     match name {
-        "config" | "shutdown" | "slowlog" | "latency" => true,
+        "config" | "shutdown" | "slowlog" | "latency" | "role" => true,
         "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
         "client" => matches!(sub, Some("list")),
         _ => false,
