@@ -698,7 +698,13 @@ impl Replicated for SStore {
             SetOp::Diff => "sdiffstore",
         };
         let value = Value::Set(Box::new(out));
-        ks.store_result(&self.dst, value, ctx.revision, ctx.now, (notify::SET, event));
+        ks.store_result(
+            &self.dst,
+            value,
+            ctx.revision,
+            ctx.now,
+            (notify::SET, event),
+        );
         Reply::Int(len)
     }
 }

@@ -350,7 +350,13 @@ impl Replicated for Sort {
         let len = out.len() as i64;
         let list: List = out.into_iter().map(Option::unwrap_or_default).collect();
         let value = Value::List(list);
-        if ks.store_result(dst, value, ctx.revision, ctx.now, (notify::LIST, "sortstore")) {
+        if ks.store_result(
+            dst,
+            value,
+            ctx.revision,
+            ctx.now,
+            (notify::LIST, "sortstore"),
+        ) {
             ks.emit(Event::Touched(dst.clone()));
         }
         Reply::Int(len)

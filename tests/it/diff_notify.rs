@@ -368,7 +368,12 @@ fn transactions_and_scripts_notify_like_redis() {
                   redis.call('ZPOPMIN', KEYS[3]); return redis.call('SPOP', KEYS[1], 0)";
     for args in [
         vec!["EVAL", script, "3", "s", "t", "z2"],
-        vec!["EVAL", "redis.call('SADD', KEYS[1], 'x'); redis.call('INCR', KEYS[1])", "1", "u"],
+        vec![
+            "EVAL",
+            "redis.call('SADD', KEYS[1], 'x'); redis.call('INCR', KEYS[1])",
+            "1",
+            "u",
+        ],
     ] {
         commands.push(args.iter().map(|a| a.as_bytes().to_vec()).collect());
     }
