@@ -45,7 +45,7 @@ pub fn event_transcript(
     sub.cmd(&["SUBSCRIBE", MARK]);
     for (i, args) in commands.iter().enumerate() {
         c.cmd(args);
-        c.cmd(&["PUBLISH", MARK, &i.to_string()]);
+        c.cmd(&["PUBLISH", MARK, i.to_string().as_str()]);
     }
     settle(&mut c);
     c.cmd(&["PUBLISH", MARK, "done"]);
