@@ -11,7 +11,7 @@ use super::strings::{store_keep_ttl, MAX_STRING};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::Keyspace;
+use crate::state::{notify, Keyspace};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -185,14 +185,16 @@ impl Replicated for SetBit {
 
     /// Sets the bit, growing the string with zero bytes; replies with the old bit.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        let mut v = match ks.get_str(&self.key, ctx.now) {
+        let (mut v, mut dirty) = match ks.get_str(&self.key, ctx.now) {
             Err(e) => return e.into(),
-            Ok(v) => v.map(|v| v.to_vec()).unwrap_or_default(),
+            Ok(None) => (Vec::new(), true),
+            Ok(Some(v)) => (v.to_vec(), false),
         };
         let byte = (self.offset >> 3) as usize;
         let mask = 1u8 << (7 - (self.offset & 7));
         if v.len() <= byte {
             v.resize(byte + 1, 0);
+            dirty = true;
         }
         let old = v[byte] & mask != 0;
         if self.on {
@@ -201,6 +203,10 @@ impl Replicated for SetBit {
             v[byte] &= !mask;
         }
         store_keep_ttl(ks, &self.key, Bytes::from(v), ctx);
+        // Redis signals `setbit` only when the key was created or grown, or the bit changed.
+        if dirty || old != self.on {
+            ks.notify(notify::STRING, "setbit", &self.key);
+        }
         Reply::Int(old as i64)
     }
 }
@@ -353,7 +359,9 @@ impl Replicated for BitOp {
         }
         let max = srcs.iter().map(Bytes::len).max().unwrap_or(0);
         if max == 0 {
-            ks.remove(&self.dest, ctx.now);
+            if ks.remove(&self.dest, ctx.now).is_some() {
+                ks.notify(notify::GENERIC, "del", &self.dest);
+            }
             return Reply::Int(0);
         }
         let byte = |s: &Bytes, j: usize| s.get(j).copied().unwrap_or(0);
@@ -382,6 +390,7 @@ impl Replicated for BitOp {
             ctx.revision,
             ctx.now,
         );
+        ks.notify(notify::STRING, "set", &self.dest);
         Reply::Int(max as i64)
     }
 }

@@ -9,7 +9,7 @@ use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Expiry, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::Keyspace;
+use crate::state::{notify, Keyspace};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -124,14 +124,17 @@ impl Replicated for GetEx {
                     .is_some_and(|e| e.expire_at.is_some())
                 {
                     ks.set_expire(&self.key, None, ctx.now);
+                    ks.notify(notify::GENERIC, "persist", &self.key);
                 }
             }
             GetExTtl::Set(e) => {
                 let at = e.deadline(ctx.now);
                 if at <= ctx.now {
                     ks.remove(&self.key, ctx.now);
+                    ks.notify(notify::GENERIC, "del", &self.key);
                 } else {
                     ks.set_expire(&self.key, Some(at), ctx.now);
+                    ks.notify(notify::GENERIC, "expire", &self.key);
                 }
             }
         }
@@ -157,6 +160,7 @@ impl Replicated for GetSet {
             ctx.revision,
             ctx.now,
         );
+        ks.notify(notify::STRING, "set", &self.key);
         old.map_or(Reply::Nil, Reply::Bulk)
     }
 }

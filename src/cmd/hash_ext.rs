@@ -17,7 +17,7 @@ use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::{Hash, Keyspace, Value};
+use crate::state::{notify, Hash, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -218,6 +218,7 @@ impl Replicated for HIncrByFloat {
         match ks.value_mut(&self.key, ctx.now, is_hash, Some(new_hash)) {
             Ok(Some(Value::Hash(h))) => {
                 h.insert(self.field.clone(), text.clone());
+                ks.notify(notify::HASH, "hincrbyfloat", &self.key);
                 Reply::Bulk(text)
             }
             Err(e) => e.into(),

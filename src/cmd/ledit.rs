@@ -10,7 +10,7 @@ use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::{Keyspace, List, Value};
+use crate::state::{notify, Keyspace, List, Value};
 
 const WRITE_SHRINK: &[&str] = &["write"];
 
@@ -221,6 +221,7 @@ impl Replicated for LSet {
         match list_mut(ks, &self.key, ctx.now) {
             Some(l) => {
                 l[i as usize] = self.element.clone();
+                ks.notify(notify::LIST, "lset", &self.key);
                 Reply::ok()
             }
             None => Reply::err("ERR no such key"),
@@ -246,7 +247,9 @@ impl Replicated for LInsert {
         match list_mut(ks, &self.key, ctx.now) {
             Some(l) => {
                 l.insert(at + self.after as usize, self.element.clone());
-                Reply::Int(l.len() as i64)
+                let len = l.len() as i64;
+                ks.notify(notify::LIST, "linsert", &self.key);
+                Reply::Int(len)
             }
             None => Reply::Int(0),
         }
@@ -297,6 +300,7 @@ impl Replicated for LRem {
                 }
             }
         }
+        ks.notify(notify::LIST, "lrem", &self.key);
         ks.drop_if_empty(&self.key, ctx.now);
         Reply::Int(removed as i64)
     }
@@ -335,6 +339,7 @@ impl Replicated for LTrim {
             l.truncate((len - rtrim) as usize);
             l.drain(..ltrim.min(l.len() as i64) as usize);
         }
+        ks.notify(notify::LIST, "ltrim", &self.key);
         ks.drop_if_empty(&self.key, ctx.now);
         Reply::ok()
     }

@@ -72,6 +72,24 @@ pub enum End {
     Right,
 }
 
+impl End {
+    /// Redis's notification for a pop at this end.
+    pub fn pop_event(self) -> &'static str {
+        match self {
+            End::Left => "lpop",
+            End::Right => "rpop",
+        }
+    }
+
+    /// Redis's notification for a push at this end.
+    pub fn push_event(self) -> &'static str {
+        match self {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        }
+    }
+}
+
 /// LPUSH/RPUSH (and the X forms, which only push onto an existing list).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Push {
@@ -195,11 +213,7 @@ pub fn pop_n(ks: &mut Keyspace, key: &Bytes, end: End, n: usize, now: u64) -> Ve
         }
     }
     if !out.is_empty() {
-        let event = match end {
-            End::Left => "lpop",
-            End::Right => "rpop",
-        };
-        ks.notify(crate::state::notify::LIST, event, key);
+        ks.notify(crate::state::notify::LIST, end.pop_event(), key);
     }
     ks.drop_if_empty(key, now);
     out
@@ -226,11 +240,7 @@ impl Replicated for Push {
             }
         }
         let len = list.len() as i64;
-        let event = match self.end {
-            End::Left => "lpush",
-            End::Right => "rpush",
-        };
-        ks.notify(crate::state::notify::LIST, event, &self.key);
+        ks.notify(crate::state::notify::LIST, self.end.push_event(), &self.key);
         ks.emit(Event::Touched(self.key.clone()));
         Reply::Int(len)
     }

@@ -18,7 +18,7 @@ use super::registry::{Replicated, Spec};
 use super::{Command, Ctx, Request};
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
-use crate::state::{Event, Keyspace, List, Value};
+use crate::state::{notify, Event, Keyspace, List, Value};
 
 const MOVE_KEYS: (i32, i32, i32) = (1, 2, 1);
 const WRITE: &[&str] = &["write", "denyoom"];
@@ -217,7 +217,13 @@ impl Replicated for LMove {
                 _ => None,
             }
         } else {
-            let Some(v) = pop_n(ks, &self.src, self.from, 1, ctx.now).pop() else {
+            // Redis pushes onto the destination before it signals the pop (and removes an
+            // emptied source last): `new`, `lpush`/`rpush` on dst, then `lpop`/`rpop`, `del`.
+            let taken = match ks.value_mut(&self.src, ctx.now, is_list, None) {
+                Ok(Some(Value::List(l))) => take(l, self.from),
+                _ => None,
+            };
+            let Some(v) = taken else {
                 return Reply::Nil;
             };
             match ks.value_mut(&self.dst, ctx.now, is_list, Some(new_list)) {
@@ -226,6 +232,11 @@ impl Replicated for LMove {
             }
             Some(v)
         };
+        if moved.is_some() {
+            ks.notify(notify::LIST, self.to.push_event(), &self.dst);
+            ks.notify(notify::LIST, self.from.pop_event(), &self.src);
+            ks.drop_if_empty(&self.src, ctx.now);
+        }
         match moved {
             Some(v) => {
                 ks.emit(Event::Touched(self.dst.clone()));

@@ -8,7 +8,7 @@ use super::registry::flags::{READ_FAST, WRITE};
 use super::registry::{Replicated, Spec, ALL_KEYS};
 use super::{wrong_arity, Command, Ctx, Request};
 use crate::resp::{Args, Reply};
-use crate::state::{Keyspace, Value};
+use crate::state::{notify, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -98,6 +98,7 @@ impl Replicated for MSet {
         }
         for (k, v) in &self.pairs {
             ks.set_str(k.clone(), v.clone(), None, ctx.revision, ctx.now);
+            ks.notify(notify::STRING, "set", k);
         }
         if self.nx {
             Reply::Int(1)

@@ -17,7 +17,7 @@ use super::registry::{Replicated, Spec};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::{Entry, Event, Keyspace, Value};
+use crate::state::{notify, Entry, Event, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -99,9 +99,11 @@ pub fn parse_copy(args: &mut Args) -> Result<Request, Reply> {
 }
 
 /// Writes `entry`'s value and deadline to `dst` as a new write (token: `ctx.revision`), and
-/// wakes clients blocked on `dst`.
+/// wakes clients blocked on `dst`. Redis deletes a replaced destination and adds the key
+/// anew, so `dst` is always `new` to a subscriber.
 fn put(ks: &mut Keyspace, dst: &Bytes, entry: &Entry, ctx: Ctx) {
     let poppable = matches!(entry.value, Value::List(_) | Value::ZSet(_));
+    ks.remove(dst, ctx.now);
     ks.insert(
         dst.clone(),
         Entry {
@@ -136,6 +138,8 @@ impl Replicated for Rename {
         put(ks, &self.dst, &entry, ctx);
         // The same removal as DEL's.
         ks.remove(&self.src, ctx.now);
+        ks.notify(notify::GENERIC, "rename_from", &self.src);
+        ks.notify(notify::GENERIC, "rename_to", &self.dst);
         done
     }
 }
@@ -155,6 +159,7 @@ impl Replicated for Copy {
             return Reply::Int(0);
         }
         put(ks, &self.dst, &entry, ctx);
+        ks.notify(notify::GENERIC, "copy_to", &self.dst);
         Reply::Int(1)
     }
 }

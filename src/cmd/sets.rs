@@ -22,7 +22,7 @@ use super::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS, ONE_KEY};
 use super::{wrong_arity, Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::{pattern, Entry, Keyspace, Set, Value};
+use crate::state::{notify, pattern, Keyspace, Set, Value};
 
 /// Redis's `set-max-intset-entries` default: a set of integers up to this size is an intset.
 pub const INTSET_MAX_ENTRIES: usize = 512;
@@ -489,6 +489,9 @@ impl Replicated for SAdd {
             .iter()
             .filter(|m| set.insert((*m).clone()))
             .count();
+        if added > 0 {
+            ks.notify(notify::SET, "sadd", &self.key);
+        }
         Reply::Int(added as i64)
     }
 }
@@ -512,6 +515,7 @@ impl Replicated for SRem {
                 removed += i64::from(set.swap_remove(m));
             }
         }
+        ks.notify(notify::SET, "srem", &self.key);
         ks.drop_if_empty(&self.key, ctx.now);
         Reply::Int(removed)
     }
@@ -539,7 +543,9 @@ impl Replicated for SPop {
                     Ok(Some(s)) => set_reply(s),
                     _ => Reply::Set(vec![]),
                 };
+                ks.notify(notify::SET, "spop", &self.key);
                 ks.remove(&self.key, ctx.now);
+                ks.notify(notify::GENERIC, "del", &self.key);
                 reply
             }
             count => {
@@ -559,6 +565,7 @@ impl Replicated for SPop {
                     }
                     out = members;
                 }
+                ks.notify(notify::SET, "spop", &self.key);
                 ks.drop_if_empty(&self.key, ctx.now);
                 match count {
                     None => out.pop().map_or(Reply::Nil, Reply::Bulk),
@@ -590,10 +597,13 @@ impl Replicated for SMove {
         if let Some(set) = set_mut(ks, &self.src, ctx.now) {
             set.swap_remove(&self.member);
         }
+        ks.notify(notify::SET, "srem", &self.src);
         ks.drop_if_empty(&self.src, ctx.now);
         match ks.value_mut(&self.dst, ctx.now, is_set, Some(new_set)) {
             Ok(Some(Value::Set(s))) => {
-                s.insert(self.member.clone());
+                if s.insert(self.member.clone()) {
+                    ks.notify(notify::SET, "sadd", &self.dst);
+                }
                 Reply::Int(1)
             }
             Err(e) => e.into(),
@@ -682,17 +692,19 @@ impl Replicated for SStore {
             Err(e) => return e,
         };
         let len = out.len() as i64;
-        if out.is_empty() {
-            ks.remove(&self.dst, ctx.now);
-        } else {
-            let entry = Entry {
-                value: Value::Set(Box::new(out)),
-                expire_at: None,
-                token: ctx.revision,
-                modified: 0,
-            };
-            ks.insert(self.dst.clone(), entry);
-        }
+        let event = match self.op {
+            SetOp::Inter => "sinterstore",
+            SetOp::Union => "sunionstore",
+            SetOp::Diff => "sdiffstore",
+        };
+        let value = Value::Set(Box::new(out));
+        ks.store_result(
+            &self.dst,
+            value,
+            ctx.revision,
+            ctx.now,
+            (notify::SET, event),
+        );
         Reply::Int(len)
     }
 }

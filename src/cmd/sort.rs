@@ -25,7 +25,7 @@ use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request, WRONGTYPE};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
-use crate::state::{Entry, Event, Keyspace, List, Value};
+use crate::state::{notify, Event, Keyspace, List, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -348,17 +348,15 @@ impl Replicated for Sort {
             Err(e) => return e,
         };
         let len = out.len() as i64;
-        if out.is_empty() {
-            ks.remove(dst, ctx.now);
-        } else {
-            let list: List = out.into_iter().map(Option::unwrap_or_default).collect();
-            let entry = Entry {
-                value: Value::List(list),
-                expire_at: None,
-                token: ctx.revision,
-                modified: 0,
-            };
-            ks.insert(dst.clone(), entry);
+        let list: List = out.into_iter().map(Option::unwrap_or_default).collect();
+        let value = Value::List(list);
+        if ks.store_result(
+            dst,
+            value,
+            ctx.revision,
+            ctx.now,
+            (notify::LIST, "sortstore"),
+        ) {
             ks.emit(Event::Touched(dst.clone()));
         }
         Reply::Int(len)

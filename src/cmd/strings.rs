@@ -14,7 +14,7 @@ use super::registry::flags::{READ, READ_FAST, WRITE, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
-use crate::state::Keyspace;
+use crate::state::{notify, Keyspace};
 
 /// Redis's largest string (`proto-max-bulk-len`'s default). A constant, not the node's
 /// CONFIG value: apply must decide the same on every replica.
@@ -154,6 +154,7 @@ impl StrWrite {
         };
         let len = value.len() as i64;
         store_keep_ttl(ks, &self.key, value, ctx);
+        ks.notify(notify::STRING, "append", &self.key);
         Ok(Reply::Int(len))
     }
 
@@ -177,6 +178,7 @@ impl StrWrite {
         v[offset as usize..end].copy_from_slice(part);
         let len = v.len() as i64;
         store_keep_ttl(ks, &self.key, Bytes::from(v), ctx);
+        ks.notify(notify::STRING, "setrange", &self.key);
         Ok(Reply::Int(len))
     }
 
@@ -192,6 +194,7 @@ impl StrWrite {
             .ok_or_else(|| Reply::err("ERR increment would produce NaN or Infinity"))?;
         let text = Bytes::from(float80::format(next));
         store_keep_ttl(ks, &self.key, text.clone(), ctx);
+        ks.notify(notify::STRING, "incrbyfloat", &self.key);
         Ok(Reply::Bulk(text))
     }
 }

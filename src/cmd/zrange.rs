@@ -276,6 +276,6 @@ impl Replicated for ZRangeStore {
                 .map(|(m, s)| (m.clone(), s))
                 .collect(),
         };
-        store(ks, &self.dst, z, ctx)
+        store(ks, &self.dst, z, ctx, "zrangestore")
     }
 }

@@ -21,7 +21,7 @@ use super::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::zset::{Float, LexBound, LexRange, ScoreBound, ScoreRange};
-use crate::state::{pattern, Entry, Event, Keyspace, Value, ZSet};
+use crate::state::{notify, pattern, Event, Keyspace, Value, ZSet};
 
 const G: &str = "sorted-set";
 /// `write` alone (no `denyoom`, not fast).
@@ -243,20 +243,12 @@ pub fn zset_mut<'a>(
     }
 }
 
-/// Replaces `key` with `z` (deleting it if `z` is empty); replies with the size.
-pub fn store(ks: &mut Keyspace, key: &Bytes, z: ZSet, ctx: Ctx) -> Reply {
+/// Replaces `key` with `z` (deleting it if `z` is empty), with Redis's notifications
+/// (`event`, e.g. `"zrangestore"`, or `del`); replies with the size.
+pub fn store(ks: &mut Keyspace, key: &Bytes, z: ZSet, ctx: Ctx, event: &'static str) -> Reply {
     let n = z.len() as i64;
-    ks.remove(key, ctx.now);
-    if n > 0 {
-        ks.insert(
-            key.clone(),
-            Entry {
-                value: Value::ZSet(Box::new(z)),
-                expire_at: None,
-                token: ctx.revision,
-                modified: 0,
-            },
-        );
+    let value = Value::ZSet(Box::new(z));
+    if ks.store_result(key, value, ctx.revision, ctx.now, (notify::ZSET, event)) {
         ks.emit(Event::Touched(key.clone()));
     }
     Reply::Int(n)
@@ -397,6 +389,10 @@ impl Replicated for ZAdd {
                 }
             }
         }
+        if added > 0 || updated > 0 {
+            let event = if self.incr { "zincr" } else { "zadd" };
+            ks.notify(notify::ZSET, event, &self.key);
+        }
         ks.drop_if_empty(&self.key, ctx.now);
         if added > 0 {
             // Wakes clients blocked in BZPOPMIN/BZPOPMAX/BZMPOP on the key.
@@ -453,6 +449,7 @@ impl Replicated for ZRem {
                 removed += i64::from(z.remove(m).is_some());
             }
         }
+        ks.notify(notify::ZSET, "zrem", &self.key);
         ks.drop_if_empty(&self.key, ctx.now);
         Reply::Int(removed)
     }
@@ -536,6 +533,12 @@ impl Replicated for ZRemRange {
                 z.remove(m);
             }
         }
+        let event = match self.range {
+            RemRange::Rank(..) => "zremrangebyrank",
+            RemRange::Score(_) => "zremrangebyscore",
+            RemRange::Lex(_) => "zremrangebylex",
+        };
+        ks.notify(notify::ZSET, event, &self.key);
         ks.drop_if_empty(&self.key, ctx.now);
         Reply::Int(doomed.len() as i64)
     }
@@ -664,6 +667,10 @@ impl ZPop {
                 z.remove(m);
             }
             out = picked;
+        }
+        if !out.is_empty() {
+            let event = if self.max { "zpopmax" } else { "zpopmin" };
+            ks.notify(notify::ZSET, event, key);
         }
         ks.drop_if_empty(key, now);
         out

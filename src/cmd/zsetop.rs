@@ -359,7 +359,14 @@ impl Replicated for ZSetOpStore {
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         match self.spec.compute(ks, ctx.now) {
             Err(e) => e,
-            Ok((z, _, _)) => store(ks, &self.dst, z, ctx),
+            Ok((z, _, _)) => {
+                let event = match self.spec.op {
+                    SetOp::Inter => "zinterstore",
+                    SetOp::Union => "zunionstore",
+                    SetOp::Diff => "zdiffstore",
+                };
+                store(ks, &self.dst, z, ctx, event)
+            }
         }
     }
 }

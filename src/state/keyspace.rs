@@ -390,6 +390,36 @@ impl Keyspace {
         }
     }
 
+    /// Stores a `*STORE` command's result at `key` as a fresh value (no TTL, token
+    /// `revision`), replacing whatever the key held, or removes `key` when the result is an
+    /// empty collection. Notifies as Redis does: `new` for a created key, then `event` (a
+    /// class and an event name, e.g. `(notify::SET, "sinterstore")`); `del` when an empty
+    /// result removes a live key, nothing when it removes nothing. True if it stored.
+    pub fn store_result(
+        &mut self,
+        key: &Bytes,
+        value: Value,
+        revision: u64,
+        now: u64,
+        event: (u32, &'static str),
+    ) -> bool {
+        if value.is_empty_collection() {
+            if self.remove(key, now).is_some() {
+                self.notify(super::notify::GENERIC, "del", key);
+            }
+            return false;
+        }
+        let entry = Entry {
+            value,
+            expire_at: None,
+            token: revision,
+            modified: 0,
+        };
+        self.insert(key.clone(), entry);
+        self.notify(event.0, event.1, key);
+        true
+    }
+
     /// Sets this node's `notify-keyspace-events` classes (see [`super::notify`]).
     pub fn set_notify_flags(&mut self, flags: u32) {
         self.notify_flags = flags;

@@ -19,6 +19,7 @@ mod cluster_scripting;
 mod config;
 mod diff_lists;
 mod diff_lua;
+mod diff_notify;
 mod diff_server;
 mod diff_sets;
 mod diff_strings;
