@@ -254,7 +254,9 @@ impl Clients {
             .unwrap_or_default();
         let Ok(m) = self.map.lock() else { return 0 };
         let mut n = 0;
-        for c in m.values() {
+        // A client killed before is as good as gone (Redis frees it at once): not counted
+        // again while its session winds down.
+        for c in m.values().filter(|c| !c.killed.is_set()) {
             let matches = f.id.is_none_or(|id| id == c.id)
                 && f.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
                 && f.laddr.as_ref().is_none_or(|a| *a == c.laddr.to_string())
