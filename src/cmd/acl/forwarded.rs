@@ -240,6 +240,8 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::StrRead(c) => (&["strlen", "getrange", "substr"], one(&c.key), none()),
         C::SetBit(c) => (&["setbit"], one(&c.key), none()),
         C::BitRead(c) => (&["getbit", "bitcount", "bitpos"], one(&c.key), none()),
+        C::BitField(c) => (&["bitfield"], one(&c.key), none()),
+        C::BitFieldRo(c) => (&["bitfield_ro", "bitfield"], one(&c.key), none()),
         C::BitOp(c) => (
             &["bitop"],
             std::iter::once(&c.dest)
