@@ -54,6 +54,18 @@ fn field_steps() -> Vec<Step> {
         same("BITFIELD_RO e GET u8 0"),
         same("BITFIELD e SET u8 16 1"),
         same("GET e"),
+        // Inside scripts (a FAIL's nil is Lua's false) and transactions.
+        same("EVAL return(redis.call('bitfield',KEYS[1],'incrby','u8','0','300')) 1 s"),
+        same("EVAL return(redis.call('bitfield',KEYS[1],'overflow','fail','incrby','u8','0','300')) 1 s"),
+        same("EVAL return(redis.call('bitfield_ro',KEYS[1],'get','i8','#0')) 1 s"),
+        same("EVAL return(redis.pcall('bitfield_ro',KEYS[1],'set','i8','0','1')) 1 s"),
+        same("EVAL_RO return(redis.call('bitfield_ro',KEYS[1],'get','u8','0')) 1 s"),
+        same("EVAL_RO return(redis.pcall('bitfield',KEYS[1],'get','u8','0')) 1 s"),
+        same("MULTI"),
+        same("BITFIELD x SET u8 0 1 OVERFLOW FAIL INCRBY u8 0 255"),
+        same("BITFIELD_RO x GET u8 0"),
+        same("BITFIELD x GET u16 0"),
+        same("EXEC"),
     ]
 }
 
