@@ -547,6 +547,9 @@ mod tests {
         assert!(
             check_forwarded(&user("on ~b:* +bitfield"), "u", &parsed("BITFIELD_RO b:1")).is_ok()
         );
+        let reader = user("on %R~b:* +bitfield");
+        assert!(check_forwarded(&reader, "u", &parsed("BITFIELD b:1 GET u8 0")).is_ok());
+        assert!(check_forwarded(&reader, "u", &parsed("BITFIELD b:1 INCRBY u8 0 1")).is_err());
         let tick = Command::Tick(super::super::evict::Tick);
         assert!(check_forwarded(&u, "u", &tick).is_err());
     }

@@ -196,6 +196,25 @@ pub fn parse_bitfield(args: &mut Args) -> Result<Request, Reply> {
     }
 }
 
+/// True if a BITFIELD command line (`argv[0]` is the name) only reads its key: Redis's
+/// `bitfieldGetKeys`, which gives the key read-only access for ACLs when every subcommand
+/// is a GET or an OVERFLOW (anything it does not recognise counts as a write).
+pub(crate) fn reads_only(argv: &[Bytes]) -> bool {
+    let mut j = 2;
+    while j < argv.len() {
+        let left = argv.len() - j - 1;
+        let sub = &argv[j];
+        if sub.eq_ignore_ascii_case(b"get") && left >= 2 {
+            j += 3;
+        } else if sub.eq_ignore_ascii_case(b"overflow") && left >= 1 {
+            j += 2;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
 /// The field's bits as an unsigned number; bits past the end of `v` read as zeros.
 fn get_unsigned(v: &[u8], f: Field) -> u64 {
     (f.offset..f.offset + f.bits as u64).fold(0, |acc, pos| {
@@ -434,6 +453,22 @@ mod tests {
         assert_eq!(signed_add(i64::MAX, 1, 64, Fail), None);
         // Redis's wrapping comparison: SET i8 to i64::MIN saturates upwards.
         assert_eq!(signed_add(i64::MIN, 0, 8, Sat), Some(127));
+    }
+
+    #[test]
+    fn gets_only_read_the_key() {
+        let line = |l: &str| -> Vec<Bytes> {
+            l.split(' ')
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect()
+        };
+        assert!(reads_only(&line("BITFIELD k")));
+        assert!(reads_only(&line(
+            "BITFIELD k GET u8 0 OVERFLOW SAT get i8 #1"
+        )));
+        assert!(!reads_only(&line("BITFIELD k GET u8 0 SET u8 0 1")));
+        assert!(!reads_only(&line("BITFIELD k GET u8")));
+        assert!(!reads_only(&line("BITFIELD k INCRBY u8 0 1")));
     }
 
     #[test]

@@ -252,3 +252,30 @@ fn bitfield_command_info_matches_redis() {
         assert!(got == want, "{name}: palisade {got} != redis {want}");
     }
 }
+
+/// ACL key permissions: a BITFIELD of GETs (and OVERFLOWs) only reads its key, as Redis's
+/// `bitfieldGetKeys` says; SET, INCRBY or anything unparsable needs read and write.
+#[test]
+fn bitfield_key_permissions_match_redis() {
+    diff(
+        2,
+        &[
+            same("ACL SETUSER r on nopass %R~b:* +bitfield +bitfield_ro"),
+            same("ACL SETUSER w on nopass %W~b:* +bitfield +bitfield_ro"),
+            same("ACL SETUSER o on nopass ~b:* +bitfield_ro"),
+            same("ACL DRYRUN r BITFIELD b:1 GET u8 0"),
+            same("ACL DRYRUN r BITFIELD b:1 OVERFLOW SAT GET u8 0 get i8 #1"),
+            same("ACL DRYRUN r BITFIELD b:1"),
+            same("ACL DRYRUN r BITFIELD b:1 SET u8 0 1"),
+            same("ACL DRYRUN r BITFIELD b:1 GET u8 0 INCRBY u8 0 1"),
+            same("ACL DRYRUN r BITFIELD b:1 GET u8"),
+            same("ACL DRYRUN r BITFIELD_RO b:1 GET u8 0"),
+            same("ACL DRYRUN w BITFIELD b:1 GET u8 0"),
+            same("ACL DRYRUN w BITFIELD b:1 SET u8 0 1"),
+            same("ACL DRYRUN w BITFIELD_RO b:1 GET u8 0"),
+            same("ACL DRYRUN o BITFIELD b:1 GET u8 0"),
+            same("ACL DRYRUN o BITFIELD_RO b:1 GET u8 0"),
+            same("ACL DRYRUN o BITFIELD_RO x GET u8 0"),
+        ],
+    );
+}
