@@ -353,7 +353,8 @@ impl Replicated for BitField {
 
     /// Grows the string (creating the key) to cover every written field, then runs the
     /// operations in order. Redis signals `setbit` once, and only if the string grew or a
-    /// field changed; a string grown only by FAIL operations is still stored, silently.
+    /// field changed; a key created or grown only by FAIL operations is still stored (a new key
+    /// gets its `new` event), without `setbit`.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let mut v = match ks.get_str(&self.key, ctx.now) {
             Err(e) => return e.into(),
