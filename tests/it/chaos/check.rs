@@ -451,13 +451,14 @@ pub fn check_queue(ops: &[Op]) -> (QueueSummary, Vec<Finding>) {
                 format!("{item} was popped but never pushed"),
                 vec![pop.clone()],
             )),
-            Some(push) if push.inv > pop.ret || push.key != pop.key => {
-                findings.push(Finding::new(
-                    "queue",
-                    format!("{item} was popped from {} before or without its push", pop.key),
-                    vec![(*push).clone(), pop.clone()],
-                ))
-            }
+            Some(push) if push.inv > pop.ret || push.key != pop.key => findings.push(Finding::new(
+                "queue",
+                format!(
+                    "{item} was popped from {} before or without its push",
+                    pop.key
+                ),
+                vec![(*push).clone(), pop.clone()],
+            )),
             Some(_) => {}
         }
         if let Some(first) = popped.insert(item, pop) {
