@@ -157,7 +157,11 @@ impl Session {
             let reply = match item {
                 Queued::Cmd(Command::Publish(p)) => {
                     let r = replies.next().unwrap_or(Reply::Nil);
-                    self.publish_count(r, &p.channel)
+                    self.publish_count(r, &p.channel, false)
+                }
+                Queued::Cmd(Command::SPublish(p)) => {
+                    let r = replies.next().unwrap_or(Reply::Nil);
+                    self.publish_count(r, &p.channel, true)
                 }
                 Queued::Cmd(_) => replies.next().unwrap_or(Reply::Nil),
                 Queued::Conn(c) => self.conn(c),
