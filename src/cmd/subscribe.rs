@@ -68,7 +68,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     Ok(Request::Conn(ConnCmd::Sub(SubCmd {
         pattern: name.starts_with('p'),
-        shard: name.starts_with('s'),
+        shard: matches!(name.as_str(), "ssubscribe" | "sunsubscribe"),
         subscribe: !name.contains("unsub"),
         names: args.rest(),
     })))
