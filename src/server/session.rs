@@ -333,6 +333,11 @@ impl Session {
         if self.outcome != stats::Outcome::Called || !cmd::monitor::shown(spec, argv) {
             return;
         }
+        self.feed_line(argv);
+    }
+
+    /// Sends a command line that ran to the node's monitors, its passwords redacted.
+    fn feed_line(&self, argv: &[Bytes]) {
         let argv = cmd::acl::redacted(argv);
         let line = cmd::monitor::line(unix_now(), &self.peer, &argv);
         self.shared.clients.monitors.feed(line);

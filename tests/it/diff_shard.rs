@@ -240,13 +240,18 @@ fn monitor_transcript(port: u16, proto: u8) -> Vec<String> {
         &[b"ECHO", b"x y"],
         &[b"SPUBLISH", b"ch", b"m"],
         &[b"PUBLISH", b"ch", b"m"],
+        // A transaction's commands show when EXEC runs them, before EXEC.
+        &[b"MULTI"],
+        &[b"SET", b"q", b"1"],
+        &[b"GET", b"q"],
+        &[b"EXEC"],
     ];
     for args in lines {
         a.cmd(args);
     }
     // Read the lines before the monitor sends anything, so that no reply of its own can
     // come between them.
-    for _ in 0..10 {
+    for _ in 0..14 {
         t.push(masked(&m.read_reply(), &addrs));
     }
     // The monitoring client itself: connection commands run (and are shown after their

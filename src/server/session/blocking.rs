@@ -52,6 +52,9 @@ impl Session {
             }
         };
         let name = super::stats::stat_name(spec.name, &argv);
+        if self.shared.clients.monitors.active() && crate::cmd::monitor::shown(spec, &argv) {
+            self.txn.monitored.push(argv.clone());
+        }
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
             Ok(Request::Write(c)) => Queued::Cmd(self.as_user(self.shared.default_lock_delay(c))),
@@ -116,6 +119,7 @@ impl Session {
     /// Sends the queued commands as one [`Exec`] and merges the replies of the session-level
     /// items back in queue order.
     async fn exec(&mut self) -> Reply {
+        let monitored = std::mem::take(&mut self.txn.monitored);
         let (queue, dirty, watched) = self.txn.reset();
         if dirty {
             return exec_abort();
@@ -149,7 +153,13 @@ impl Session {
             }
         };
         let mut replies = match replicated {
-            Reply::Array(r) => r.into_iter(),
+            Reply::Array(r) => {
+                // They ran: monitors see them before EXEC itself, as in Redis.
+                for argv in &monitored {
+                    self.feed_line(argv);
+                }
+                r.into_iter()
+            }
             other => return other,
         };
         let mut out = Vec::with_capacity(queue.len());
