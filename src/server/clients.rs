@@ -175,10 +175,15 @@ impl Clients {
     }
 
     /// Channels with a subscriber on this node, and distinct patterns subscribed to
-    /// (INFO `pubsub_channels`, `pubsub_patterns`).
-    pub fn pubsub_counts(&self) -> (usize, usize) {
+    /// and shard channels with a subscriber (INFO `pubsub_channels`, `pubsub_patterns`,
+    /// `pubsubshard_channels`).
+    pub fn pubsub_counts(&self) -> (usize, usize, usize) {
         let (channels, patterns) = self.subscribed();
-        (channels.len(), patterns.len())
+        (
+            channels.len(),
+            patterns.len(),
+            self.shard_subscribed().len(),
+        )
     }
 
     /// Every channel with a subscriber on this node, and every subscribed pattern, each once.

@@ -47,6 +47,19 @@ fn transcript(port: u16, proto: u8) -> Vec<Vec<u8>> {
             r
         });
     }
+    let info = publ.c("INFO stats");
+    let info = String::from_utf8_lossy(&info);
+    for field in [
+        "pubsub_channels:",
+        "pubsub_patterns:",
+        "pubsubshard_channels:",
+    ] {
+        let line = info
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or("missing");
+        t.push(line.as_bytes().to_vec());
+    }
     // SPUBLISH reaches the shard subscription only; PUBLISH the channel and the pattern only.
     t.push(publ.c("SPUBLISH sx m1"));
     t.extend(read_n(&mut sub, 1));
