@@ -151,6 +151,22 @@ fn shard_channels_obey_acl_channel_rules() {
     }
 }
 
+/// SSUBSCRIBE and MONITOR are queued inside MULTI and refused by EXEC, as in Redis.
+#[test]
+fn ssubscribe_and_monitor_inside_multi() {
+    let steps = [
+        same("MULTI"),
+        same("SSUBSCRIBE a b"),
+        same("MONITOR"),
+        same("SET k v"),
+        same("EXEC"),
+        same("GET k"),
+    ];
+    for proto in [2, 3] {
+        diff(proto, &steps);
+    }
+}
+
 /// An SPUBLISH through one node reaches a shard subscriber on another, once; each node
 /// counts its own receivers (as PUBLISH does).
 #[test]

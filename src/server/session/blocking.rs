@@ -59,6 +59,10 @@ impl Session {
             Err(e) => Queued::Failed(e),
             Ok(Request::Write(c)) => Queued::Cmd(self.as_user(self.shared.default_lock_delay(c))),
             Ok(Request::Read(c)) => Queued::Cmd(self.as_user(c)),
+            // Redis queues it and refuses it when EXEC runs it.
+            Ok(Request::Conn(ConnCmd::Sub(s))) if s.shard && s.subscribe => Queued::Failed(
+                Reply::err("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client"),
+            ),
             Ok(Request::Conn(ConnCmd::Sub(_))) | Ok(Request::Admin(_)) => {
                 self.txn.dirty = true;
                 return Reply::err("ERR Command not allowed inside a transaction");
