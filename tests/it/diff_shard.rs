@@ -312,3 +312,35 @@ fn monitor_matches_redis() {
         );
     }
 }
+
+/// MONITOR is per node: a follower's monitor shows its own clients' commands (writes it
+/// forwards to the leader included), not those sent to another node.
+#[test]
+fn monitor_shows_this_nodes_clients_only() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let follower = [1, 2, 3].into_iter().find(|&i| i != leader).unwrap_or(1);
+    let mut m = cluster.conn(follower);
+    assert_reply(&m.c("MONITOR"), b"+OK\r\n", "MONITOR");
+    let mut here = cluster.conn(follower);
+    let mut there = cluster.conn(leader);
+    let addr = here.stream_clone().local_addr().expect("addr").to_string();
+    assert_reply(&here.c("SET k here"), b"+OK\r\n", "forwarded SET");
+    assert_reply(&there.c("SET k there"), b"+OK\r\n", "SET on the leader");
+    assert_reply(&here.c("GET k"), b"$5\r\nthere\r\n", "forwarded GET");
+    let lines = [m.read_reply(), m.read_reply()];
+    let lines: Vec<String> = lines.iter().map(|l| masked(l, &[addr.clone()])).collect();
+    assert_eq!(
+        lines,
+        [
+            "+T [0 ADDR] \"SET\" \"k\" \"here\"\r\n",
+            "+T [0 ADDR] \"GET\" \"k\"\r\n"
+        ]
+    );
+    let (rest, _) = m.read_until_close(Duration::from_millis(300));
+    assert!(
+        rest.is_empty(),
+        "another node's command shown: {}",
+        show(&rest)
+    );
+}
