@@ -329,7 +329,10 @@ fn monitor_shows_this_nodes_clients_only() {
     assert_reply(&there.c("SET k there"), b"+OK\r\n", "SET on the leader");
     assert_reply(&here.c("GET k"), b"$5\r\nthere\r\n", "forwarded GET");
     let lines = [m.read_reply(), m.read_reply()];
-    let lines: Vec<String> = lines.iter().map(|l| masked(l, &[addr.clone()])).collect();
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|l| masked(l, std::slice::from_ref(&addr)))
+        .collect();
     assert_eq!(
         lines,
         [
