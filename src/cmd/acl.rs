@@ -540,6 +540,16 @@ mod tests {
                 "NOPERM this user has no permissions to run the 'script|flush' command"
             ))
         );
+        // A BITFIELD of GETs is a BITFIELD_RO: either command allows it; a write needs BITFIELD.
+        let ro = user("on ~b:* -@all +bitfield_ro");
+        assert!(check_forwarded(&ro, "u", &parsed("BITFIELD b:1 GET u8 0")).is_ok());
+        assert!(check_forwarded(&ro, "u", &parsed("BITFIELD b:1 SET u8 0 1")).is_err());
+        assert!(
+            check_forwarded(&user("on ~b:* +bitfield"), "u", &parsed("BITFIELD_RO b:1")).is_ok()
+        );
+        let reader = user("on %R~b:* +bitfield");
+        assert!(check_forwarded(&reader, "u", &parsed("BITFIELD b:1 GET u8 0")).is_ok());
+        assert!(check_forwarded(&reader, "u", &parsed("BITFIELD b:1 INCRBY u8 0 1")).is_err());
         let tick = Command::Tick(super::super::evict::Tick);
         assert!(check_forwarded(&u, "u", &tick).is_err());
     }

@@ -42,7 +42,8 @@ pub static COMMANDS: &[Spec] = &[
     ),
 ];
 
-const BAD_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+/// Redis's refusal of a bit offset.
+pub(crate) const BAD_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 const BAD_BIT: &str = "ERR bit is not an integer or out of range";
 
 /// SETBIT.
@@ -103,9 +104,16 @@ pub struct BitOp {
 
 /// Redis's `getBitOffsetFromArgument` for SETBIT and GETBIT.
 fn bit_offset(raw: &[u8]) -> Result<u64, Reply> {
-    match parse_i64(raw) {
-        Some(n) if n >= 0 && ((n as u64) >> 3) < MAX_STRING => Ok(n as u64),
-        _ => Err(Reply::err(BAD_OFFSET)),
+    offset_in_range(parse_i64(raw).ok_or_else(|| Reply::err(BAD_OFFSET))?)
+}
+
+/// Redis's range check of a bit offset: not negative, and inside a string of at most
+/// [`MAX_STRING`] bytes (BITFIELD's `#n` offsets are checked after the multiplication).
+pub(crate) fn offset_in_range(n: i64) -> Result<u64, Reply> {
+    if n >= 0 && ((n as u64) >> 3) < MAX_STRING {
+        Ok(n as u64)
+    } else {
+        Err(Reply::err(BAD_OFFSET))
     }
 }
 

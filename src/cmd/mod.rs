@@ -12,6 +12,7 @@
 //! (docs/architecture.md, "Adding a command").
 
 pub mod acl;
+pub mod bitfield;
 pub mod bitops;
 pub mod blpop;
 pub mod bzpop;
@@ -132,6 +133,7 @@ registry::commands! {
     getex: [49 => GetEx(GetEx), 50 => GetSet(GetSet)],
     strings: [51 => StrWrite(StrWrite), 52 => StrRead(StrRead)],
     bitops: [53 => SetBit(SetBit), 54 => BitRead(BitRead), 55 => BitOp(BitOp)],
+    bitfield: [108 => BitField(BitField), 109 => BitFieldRo(BitFieldRo)],
     lcs: [56 => Lcs(Lcs)],
     lock: [13 => Lock(Lock), 36 => Acquire(Acquire)],
     unlock: [14 => Unlock(Unlock)],

@@ -85,11 +85,16 @@ pub fn execute(
             return cmd::acl::script_denied(denied);
         }
     }
+    // Redis refuses by the table's `write` flag, before the command parses its arguments:
+    // a BITFIELD of GETs (served as a read) is still a write command to a read-only script.
+    if spec.flags.contains(&"write") && matches!(access, Access::Read(_)) {
+        return read_only_script();
+    }
     match (spec.parse)(&mut Args::new(argv)) {
         Err(reply) => reply,
         Ok(Request::Read(c)) => c.query(access.ks(), now),
         Ok(Request::Write(c)) => match access {
-            Access::Read(_) => err("Write commands are not allowed from read-only scripts."),
+            Access::Read(_) => read_only_script(),
             Access::Write(ks) => {
                 let revision = ks.bump_revision();
                 c.apply(ks, Ctx { now, revision })
@@ -131,6 +136,10 @@ pub fn acl_check_cmd(
         Ok(allowed) => Ok((Value::Boolean(allowed), false)),
         Err(reply) => to_lua(lua, &reply, false),
     }
+}
+
+fn read_only_script() -> Reply {
+    err("Write commands are not allowed from read-only scripts.")
 }
 
 fn not_allowed() -> Reply {

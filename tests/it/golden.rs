@@ -144,6 +144,8 @@ const RECIPES: &[&str] = &[
     "BITOP OR d a",
     "BITOP XOR d a b",
     "BITOP NOT d a",
+    "BITFIELD k SET u8 #1 200 OVERFLOW SAT INCRBY i5 3 -100 OVERFLOW FAIL SET i64 0 -1 GET u4 0",
+    "BITFIELD_RO k GET i64 0 GET u63 #2",
     "LCS a b IDX",
     "SADD s a b",
     "SREM s a",

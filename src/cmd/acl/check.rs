@@ -185,6 +185,12 @@ fn dangerous(name: &str, sub: Option<&str>) -> bool {
     }
 }
 
+/// The access of a command that only reads its keys.
+pub(super) const READ_ONLY: Access = Access {
+    read: true,
+    write: false,
+};
+
 /// Which access a command needs to its keys: Redis's key-spec flags, reduced to whether the
 /// value is read (`ACCESS`) and whether the key changes (`INSERT`, `UPDATE`, `DELETE`).
 pub(super) fn key_access(spec: &Spec) -> Access {
@@ -326,7 +332,11 @@ pub fn first_arg(argv: &[Bytes]) -> Option<String> {
 
 /// What the permission check sees of a command line (`sub` from [`first_arg`]).
 pub fn subject<'a>(spec: &'a Spec, sub: Option<&'a str>, argv: &'a [Bytes]) -> Subject<'a> {
-    let access = key_access(spec);
+    let access = if spec.name == "bitfield" && crate::cmd::bitfield::reads_only(argv) {
+        READ_ONLY
+    } else {
+        key_access(spec)
+    };
     let container_sub = sub.filter(|_| subcommands(spec.name).is_some());
     Subject {
         name: spec.name,

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::check::{categories, key_access, noperm};
+use super::check::{categories, key_access, noperm, READ_ONLY};
 use crate::cmd::acl::EvalMetered;
 use crate::cmd::keyinfo::KeyRead;
 use crate::cmd::registry::lookup;
@@ -241,6 +241,8 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::StrRead(c) => (&["strlen", "getrange", "substr"], one(&c.key), none()),
         C::SetBit(c) => (&["setbit"], one(&c.key), none()),
         C::BitRead(c) => (&["getbit", "bitcount", "bitpos"], one(&c.key), none()),
+        C::BitField(c) => (&["bitfield"], one(&c.key), none()),
+        C::BitFieldRo(c) => (&["bitfield_ro", "bitfield"], one(&c.key), none()),
         C::BitOp(c) => (
             &["bitop"],
             std::iter::once(&c.dest)
@@ -288,7 +290,11 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
         let Some(spec) = lookup(cmd_name) else {
             continue;
         };
-        let access = key_access(spec);
+        // A BITFIELD of GETs reads its key, as BITFIELD_RO does (see `check::subject`).
+        let access = match cmd {
+            Command::BitFieldRo(_) => READ_ONLY,
+            _ => key_access(spec),
+        };
         let subject = Subject {
             name: spec.name,
             sub,

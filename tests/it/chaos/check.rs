@@ -410,6 +410,67 @@ pub fn check_durability(
     (acked, findings)
 }
 
+/// What the queue workload did: pushes and pops acknowledged.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct QueueSummary {
+    /// RPUSHes acknowledged.
+    pub pushed: usize,
+    /// BLPOPs that returned an item.
+    pub popped: usize,
+    /// BLPOPs that timed out (null).
+    pub timed_out: usize,
+}
+
+/// The queue workload's safety: every item popped was pushed (and its push had started
+/// before the pop returned), and no item was popped twice.
+pub fn check_queue(ops: &[Op]) -> (QueueSummary, Vec<Finding>) {
+    let mut findings = Vec::new();
+    let mut sum = QueueSummary::default();
+    let pushes: HashMap<&str, &Op> = ops
+        .iter()
+        .filter(|o| o.f == "push")
+        .filter_map(|o| Some((o.arg.as_deref()?, o)))
+        .collect();
+    sum.pushed = ops
+        .iter()
+        .filter(|o| o.f == "push" && o.outcome == Outcome::Ok)
+        .count();
+    let mut popped: HashMap<&str, &Op> = HashMap::new();
+    for pop in ops
+        .iter()
+        .filter(|o| o.f == "bpop" && o.outcome == Outcome::Ok)
+    {
+        let Some(item) = pop.result.as_deref() else {
+            sum.timed_out += 1;
+            continue;
+        };
+        sum.popped += 1;
+        match pushes.get(item) {
+            None => findings.push(Finding::new(
+                "queue",
+                format!("{item} was popped but never pushed"),
+                vec![pop.clone()],
+            )),
+            Some(push) if push.inv > pop.ret || push.key != pop.key => {
+                findings.push(Finding::new(
+                    "queue",
+                    format!("{item} was popped from {} before or without its push", pop.key),
+                    vec![(*push).clone(), pop.clone()],
+                ))
+            }
+            Some(_) => {}
+        }
+        if let Some(first) = popped.insert(item, pop) {
+            findings.push(Finding::new(
+                "queue",
+                format!("{item} was popped twice"),
+                vec![first.clone(), pop.clone()],
+            ));
+        }
+    }
+    (sum, findings)
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -427,6 +488,43 @@ pub(super) mod tests {
             outcome: Outcome::Ok,
             result: result.map(str::to_string),
         }
+    }
+
+    #[test]
+    fn the_queue_checker_finds_duplicates_inventions_and_early_pops() {
+        let push = |item: &str, (inv, ret)| Op {
+            arg: Some(item.into()),
+            ..op(1, "push", "q:0", (inv, ret), Some("1"))
+        };
+        let pop = |item: Option<&str>, key: &str, t| op(2, "bpop", key, t, item);
+        let clean = [
+            push("a", (0, 1)),
+            push("b", (2, 3)),
+            pop(Some("a"), "q:0", (1, 2)),
+            pop(None, "q:0", (3, 4)),
+            pop(Some("b"), "q:0", (2, 5)),
+        ];
+        let (sum, found) = check_queue(&clean);
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!((sum.pushed, sum.popped, sum.timed_out), (2, 2, 1));
+        let bad = [
+            push("a", (0, 1)),
+            push("late", (10, 11)),
+            pop(Some("a"), "q:0", (1, 2)),
+            pop(Some("a"), "q:0", (3, 4)),
+            pop(Some("ghost"), "q:0", (3, 4)),
+            pop(Some("late"), "q:0", (5, 6)),
+        ];
+        let (_, found) = check_queue(&bad);
+        let messages: Vec<&str> = found.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "a was popped twice",
+                "ghost was popped but never pushed",
+                "late was popped from q:0 before or without its push",
+            ]
+        );
     }
 
     impl Op {

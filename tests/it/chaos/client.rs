@@ -38,6 +38,9 @@ pub enum Workload {
     Register,
     /// SET of fresh keys, checked after a full-cluster crash.
     Durability,
+    /// RPUSH of unique items and BLPOP of them from a few lists: the replicated wait queue
+    /// under faults (no item popped twice, none popped that was never pushed).
+    Queue,
 }
 
 /// Everything a client process needs, passed as JSON in an environment variable.
@@ -145,6 +148,12 @@ impl Client {
                 Reply::Bulk(Some(body.trim_end_matches("\r\n").to_string()))
             }
             Some(b'_') => Reply::Bulk(None),
+            Some(b'*') if raw.starts_with(b"*-1") => Reply::Bulk(None),
+            // BLPOP's `[key, element]`: the element.
+            Some(b'*') if raw.starts_with(b"*2\r\n") => match text.split("\r\n").nth(4) {
+                Some(v) => Reply::Bulk(Some(v.to_string())),
+                None => Reply::Unknown,
+            },
             Some(b'-') if raw.starts_with(b"-FENCED") => Reply::Fenced,
             Some(b'-') => {
                 // TIMEOUT, TRYAGAIN, CLUSTERDOWN: not done, or unknown. Back off a little,
@@ -219,6 +228,7 @@ pub fn run(spec: ClientSpec) {
         Workload::Locks => locks(&mut c),
         Workload::Register => register(&mut c),
         Workload::Durability => durability(&mut c),
+        Workload::Queue => queue(&mut c),
     }
 }
 
@@ -372,6 +382,25 @@ fn durability(c: &mut Client) {
         let key = format!("dur:{}:{n}", c.spec.id);
         let v = n.to_string();
         c.op("set", &key, Some(&v), None, &["SET", &key, &v]);
+        c.sleep_ms(0, 5);
+    }
+}
+
+/// The lists of the queue workload.
+pub const QUEUE_KEYS: [&str; 2] = ["q:0", "q:1"];
+
+fn queue(c: &mut Client) {
+    let mut n = 0u64;
+    while c.running() {
+        let key = QUEUE_KEYS[c.rng.gen_range(0..QUEUE_KEYS.len())];
+        if c.rng.gen_bool(0.5) {
+            n += 1;
+            let item = format!("i{}-{n}", c.spec.id);
+            c.op("push", key, Some(&item), None, &["RPUSH", key, &item]);
+        } else {
+            // Well inside the reply timeout, so a timeout is a null, not an unknown.
+            c.op("bpop", key, None, None, &["BLPOP", key, "0.3"]);
+        }
         c.sleep_ms(0, 5);
     }
 }

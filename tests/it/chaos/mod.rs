@@ -53,6 +53,7 @@ fn full_mix(counter: Mode) -> Vec<Workload> {
         Workload::Register,
     ]);
     w.push(Workload::Durability);
+    w.push(Workload::Queue);
     w
 }
 

@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::check::{self, CounterSummary, Finding, LockSummary};
+use super::check::{self, CounterSummary, Finding, LockSummary, QueueSummary};
 use super::client::{ClientSpec, Workload, COUNTER_KEY};
 use super::history::{read_jsonl, unix_us, write_jsonl, Op, Outcome};
 use super::linear;
@@ -98,6 +98,8 @@ pub struct Report {
     pub counter: Option<CounterSummary>,
     /// Lock workload.
     pub locks: Option<LockSummary>,
+    /// Queue workload (RPUSH and BLPOP).
+    pub queue: Option<QueueSummary>,
     /// Register keys checked and keys the search gave up on.
     pub register_keys: usize,
     /// Register keys whose check ran out of budget.
@@ -127,6 +129,9 @@ impl Report {
         }
         if let Some(l) = &self.locks {
             s += &format!("  locks: {l:?}\n");
+        }
+        if let Some(q) = &self.queue {
+            s += &format!("  queue: {q:?}\n");
         }
         s += &format!(
             "  register: {} keys checked, inconclusive {:?}\n  durability: {} acknowledged writes checked after full-cluster kill -9\n",
@@ -563,6 +568,16 @@ fn check_all(spec: &RunSpec, ops: &[Op], final_value: Option<i64>, report: &mut 
         let slack = if spec.clock_fault { 0.06 } else { 0.01 };
         let (sum, f) = check::check_locks(ops, spec.ttl_ms, slack);
         report.locks = Some(sum);
+        report.findings.extend(f);
+    }
+    if spec.clients.contains(&Workload::Queue) {
+        let (sum, f) = check::check_queue(ops);
+        if sum.popped == 0 {
+            report
+                .liveness
+                .push("the queue workload never popped an item".into());
+        }
+        report.queue = Some(sum);
         report.findings.extend(f);
     }
     if spec.clients.contains(&Workload::Register) {
