@@ -85,8 +85,10 @@ pub enum ConnCmd {
     Info(Vec<String>),
     /// MULTI, EXEC, DISCARD, WATCH, UNWATCH.
     Txn(super::multi::TxnCmd),
-    /// (P)SUBSCRIBE, (P)UNSUBSCRIBE.
+    /// (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE.
     Sub(super::subscribe::SubCmd),
+    /// MONITOR (the session streams this node's commands).
+    Monitor,
     /// PUBSUB subcommands (this node's subscriptions).
     PubSub(super::pubsub::PubSubCmd),
     /// CONFIG subcommands.

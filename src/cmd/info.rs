@@ -75,8 +75,9 @@ pub struct InfoData {
     pub net_bytes: (u64, u64),
     /// Error replies sent.
     pub total_error_replies: u64,
-    /// Channels with a subscriber here, and distinct patterns subscribed to.
-    pub pubsub: (usize, usize),
+    /// Channels with a subscriber here, distinct patterns subscribed to, and shard channels
+    /// with a subscriber here.
+    pub pubsub: (usize, usize, usize),
     /// Per command (`client|setname` for a subcommand), sorted by name.
     pub commandstats: Vec<(String, CmdCounts)>,
     /// Error replies by their first word, sorted.
@@ -341,6 +342,7 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
             ("evicted_keys", "0".into()),
             ("pubsub_channels", d.pubsub.0.to_string()),
             ("pubsub_patterns", d.pubsub.1.to_string()),
+            ("pubsubshard_channels", d.pubsub.2.to_string()),
             ("total_error_replies", d.total_error_replies.to_string()),
             ("raft_batches_proposed", d.batches_proposed.to_string()),
             ("raft_batched_commands", d.batched_commands.to_string()),

@@ -51,6 +51,7 @@ pub mod lockwait;
 pub mod lolwut;
 pub mod memory;
 pub mod mget;
+pub mod monitor;
 pub mod multi;
 pub mod object;
 pub mod popwait;
@@ -68,6 +69,7 @@ pub mod sets;
 pub mod shutdown;
 pub mod slowlog;
 pub mod sort;
+pub mod spublish;
 pub mod strings;
 pub mod subscribe;
 pub mod swapdb;
@@ -174,7 +176,9 @@ registry::commands! {
     bzpop: [79 => BZPop(BZPop)],
     popwait: [106 => PopWait(PopWait), 107 => PopCancel(PopCancel)],
     publish: [30 => Publish(Publish)],
+    spublish: [115 => SPublish(SPublish)],
     subscribe: [],
+    monitor: [],
     pubsub: [],
     multi: [34 => Exec(Exec), 35 => Versions(Versions)],
     eval: [31 => Eval(Eval), 32 => EvalRo(EvalRo)],

@@ -2,8 +2,8 @@
 //! `PUBSUB SHARDCHANNELS [pattern]`, `PUBSUB SHARDNUMSUB [channel ...]`, `PUBSUB HELP`.
 //!
 //! Subscriptions belong to a connection and its node, so these count the subscribers of the
-//! node that answers (as PUBLISH's reply does). There are no shard channels: SHARDCHANNELS is
-//! empty and SHARDNUMSUB counts 0.
+//! node that answers (as PUBLISH's reply does); SHARDCHANNELS and SHARDNUMSUB those of the
+//! shard channels (SSUBSCRIBE), counted apart.
 
 use bytes::Bytes;
 
@@ -30,9 +30,10 @@ pub enum PubSubCmd {
     NumSub(Vec<Bytes>),
     /// NUMPAT: the number of distinct subscribed patterns.
     NumPat,
-    /// SHARDCHANNELS: always empty here.
-    ShardChannels,
-    /// SHARDNUMSUB: each channel with 0.
+    /// SHARDCHANNELS: the shard channels with at least one subscriber, matching the pattern
+    /// if given.
+    ShardChannels(Option<Bytes>),
+    /// SHARDNUMSUB: each shard channel's number of subscribers.
     ShardNumSub(Vec<Bytes>),
 }
 
@@ -68,7 +69,8 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let cmd = match (sub.as_str(), n) {
         ("channels", 0) => PubSubCmd::Channels(None),
         ("channels", 1) => PubSubCmd::Channels(Some(args.arg()?)),
-        ("shardchannels", 0 | 1) => PubSubCmd::ShardChannels,
+        ("shardchannels", 0) => PubSubCmd::ShardChannels(None),
+        ("shardchannels", 1) => PubSubCmd::ShardChannels(Some(args.arg()?)),
         ("channels" | "shardchannels", _) => return Err(too_many(&raw)),
         ("numsub", _) => PubSubCmd::NumSub(args.rest()),
         ("shardnumsub", _) => PubSubCmd::ShardNumSub(args.rest()),

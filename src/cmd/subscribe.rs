@@ -1,5 +1,9 @@
 //! Pub/sub subscriptions: `SUBSCRIBE channel [channel ...]`, `UNSUBSCRIBE [channel ...]`,
-//! `PSUBSCRIBE pattern [pattern ...]`, `PUNSUBSCRIBE [pattern ...]`.
+//! `PSUBSCRIBE pattern [pattern ...]`, `PUNSUBSCRIBE [pattern ...]`,
+//! `SSUBSCRIBE shardchannel [shardchannel ...]`, `SUNSUBSCRIBE [shardchannel ...]`.
+//!
+//! Shard channels are a namespace of their own, as in a non-cluster Redis 7.0: they receive
+//! only SPUBLISH (`spublish.rs`), and their replies count the shard subscriptions apart.
 //!
 //! Subscriptions belong to the connection and its node; the session delivers the `Publish`
 //! events that the local state machine emits (see `publish.rs`).
@@ -7,7 +11,7 @@
 use bytes::Bytes;
 
 use super::registry::flags::PUBSUB;
-use super::registry::{Spec, NO_KEYS};
+use super::registry::{Spec, ALL_KEYS, NO_KEYS};
 use super::{ConnCmd, Request};
 use crate::resp::{Args, Reply};
 
@@ -33,6 +37,17 @@ pub static COMMANDS: &[Spec] = &[
         "2.0.0",
         "pubsub",
     ),
+    // The shard channels sit in key positions (`not_key` key specs in Redis).
+    Spec::new("ssubscribe", -2, PUBSUB, ALL_KEYS, parse).docs(
+        "Receive the messages posted to shard channels",
+        "7.0.0",
+        "pubsub",
+    ),
+    Spec::new("sunsubscribe", -1, PUBSUB, ALL_KEYS, parse).docs(
+        "Stop receiving the messages of shard channels",
+        "7.0.0",
+        "pubsub",
+    ),
 ];
 
 /// A subscription change.
@@ -40,17 +55,20 @@ pub static COMMANDS: &[Spec] = &[
 pub struct SubCmd {
     /// Patterns (PSUBSCRIBE/PUNSUBSCRIBE) rather than channels.
     pub pattern: bool,
+    /// Shard channels (SSUBSCRIBE/SUNSUBSCRIBE) rather than channels.
+    pub shard: bool,
     /// Subscribe (true) or unsubscribe.
     pub subscribe: bool,
     /// Channels or patterns; empty for "all" when unsubscribing.
     pub names: Vec<Bytes>,
 }
 
-/// Parses the four commands.
+/// Parses the six commands.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     Ok(Request::Conn(ConnCmd::Sub(SubCmd {
         pattern: name.starts_with('p'),
+        shard: matches!(name.as_str(), "ssubscribe" | "sunsubscribe"),
         subscribe: !name.contains("unsub"),
         names: args.rest(),
     })))

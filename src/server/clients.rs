@@ -106,6 +106,8 @@ pub struct Clients {
     pause: Mutex<Option<Pause>>,
     /// Woken by CLIENT UNPAUSE and by a new CLIENT PAUSE.
     pub pause_changed: tokio::sync::Notify,
+    /// The sessions in MONITOR mode.
+    pub monitors: super::monitor::Monitors,
 }
 
 /// One client's channels and patterns.
@@ -115,6 +117,15 @@ pub struct Subscriptions {
     pub channels: BTreeSet<Bytes>,
     /// Glob patterns.
     pub patterns: BTreeSet<Bytes>,
+    /// Shard channels (SSUBSCRIBE), a namespace apart from `channels`.
+    pub shard: BTreeSet<Bytes>,
+}
+
+impl Subscriptions {
+    /// True when subscribed to nothing at all.
+    pub fn is_empty(&self) -> bool {
+        self.channels.is_empty() && self.patterns.is_empty() && self.shard.is_empty()
+    }
 }
 
 impl Clients {
@@ -136,7 +147,7 @@ impl Clients {
     /// Records a client's current subscriptions (empty: none).
     pub fn set_subscriptions(&self, id: u64, subs: Subscriptions) {
         if let Ok(mut m) = self.subs.lock() {
-            if subs.channels.is_empty() && subs.patterns.is_empty() {
+            if subs.is_empty() {
                 m.remove(&id);
             } else {
                 m.insert(id, subs);
@@ -164,10 +175,15 @@ impl Clients {
     }
 
     /// Channels with a subscriber on this node, and distinct patterns subscribed to
-    /// (INFO `pubsub_channels`, `pubsub_patterns`).
-    pub fn pubsub_counts(&self) -> (usize, usize) {
+    /// and shard channels with a subscriber (INFO `pubsub_channels`, `pubsub_patterns`,
+    /// `pubsubshard_channels`).
+    pub fn pubsub_counts(&self) -> (usize, usize, usize) {
         let (channels, patterns) = self.subscribed();
-        (channels.len(), patterns.len())
+        (
+            channels.len(),
+            patterns.len(),
+            self.shard_subscribed().len(),
+        )
     }
 
     /// Every channel with a subscriber on this node, and every subscribed pattern, each once.
@@ -184,6 +200,22 @@ impl Clients {
             .flat_map(|s| s.patterns.iter().cloned())
             .collect();
         (channels, patterns)
+    }
+
+    /// Every shard channel with a subscriber on this node, each once (PUBSUB SHARDCHANNELS).
+    pub fn shard_subscribed(&self) -> BTreeSet<Bytes> {
+        self.subs.lock().map_or_else(
+            |_| BTreeSet::new(),
+            |m| m.values().flat_map(|s| s.shard.iter().cloned()).collect(),
+        )
+    }
+
+    /// How many clients of this node subscribe to shard channel `channel` (SPUBLISH's
+    /// receivers, PUBSUB SHARDNUMSUB).
+    pub fn shard_subscribers(&self, channel: &[u8]) -> i64 {
+        self.subs.lock().map_or(0, |m| {
+            m.values().filter(|s| s.shard.contains(channel)).count() as i64
+        })
     }
 
     /// How many clients of this node subscribe to `channel` itself (PUBSUB NUMSUB).

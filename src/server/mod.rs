@@ -8,6 +8,7 @@ pub mod errors;
 pub mod forward;
 pub mod housekeeping;
 pub mod lockwait;
+pub mod monitor;
 pub mod popwait;
 pub mod proposer;
 pub mod reader;

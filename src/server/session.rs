@@ -71,6 +71,8 @@ pub struct Session {
     reply_off: bool,
     /// CLIENT REPLY SKIP: how many more commands get no reply (the SKIP and the next one).
     reply_skip: u8,
+    /// MONITOR: the node's command lines, while this connection monitors.
+    monitor: Option<super::monitor::Feed>,
 }
 
 enum Slot {
@@ -79,8 +81,14 @@ enum Slot {
     Ready(Reply),
     Write(oneshot::Receiver<Reply>, Instant, Option<Timed>),
     Read(oneshot::Receiver<Reply>, Instant, Option<Timed>),
-    /// A PUBLISH: its reply becomes the number of local receivers of the channel.
-    Publish(oneshot::Receiver<Reply>, Instant, Bytes, Option<Timed>),
+    /// A PUBLISH (or, `true`, an SPUBLISH): its reply becomes the number of local
+    /// receivers of the channel.
+    Publish(
+        oneshot::Receiver<Reply>,
+        Instant,
+        (Bytes, bool),
+        Option<Timed>,
+    ),
 }
 
 /// A command the slow log may record once its reply is ready.
@@ -101,6 +109,18 @@ fn unix_now() -> Duration {
 /// replicated unit cannot hold.
 fn refused_inside_multi(spec: &cmd::Spec) -> bool {
     spec.flags.contains(&"no_multi") || matches!(spec.name, "object" | "memory")
+}
+
+/// Commands a monitoring client may not run (Redis: a replica's read, write or
+/// may-replicate command).
+fn touches_keyspace(spec: &cmd::Spec) -> bool {
+    spec.flags
+        .iter()
+        .any(|f| matches!(*f, "write" | "readonly"))
+        || matches!(
+            spec.name,
+            "publish" | "spublish" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro"
+        )
 }
 
 fn reply_is_wrongtype(r: &Reply) -> bool {
@@ -168,6 +188,7 @@ pub async fn serve(
             killed: shared_killed,
             reply_off: false,
             reply_skip: 0,
+            monitor: None,
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -276,7 +297,8 @@ impl Session {
     /// command statistics, which count it once its replies are finished.
     async fn handle(&mut self, argv: Vec<Bytes>, stream: &mut ClientStream) -> std::io::Result<()> {
         let start = std::time::Instant::now();
-        let name = match cmd::lookup(&String::from_utf8_lossy(&argv[0]).to_lowercase()) {
+        let spec = cmd::lookup(&String::from_utf8_lossy(&argv[0]).to_lowercase());
+        let name = match spec {
             Some(spec) => stats::stat_name(spec.name, &argv),
             None => String::new(),
         };
@@ -286,7 +308,12 @@ impl Session {
             stats::Outcome::Called
         };
         self.wait_if_paused(&argv).await;
+        // One atomic load while nobody monitors.
+        let watched = self.shared.clients.monitors.active().then(|| argv.clone());
         self.dispatch(argv, stream).await?;
+        if let (Some(spec), Some(argv)) = (spec, watched) {
+            self.feed_monitors(spec, &argv);
+        }
         // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
         let silent = self.reply_off || self.reply_skip > 0;
         self.reply_skip = self.reply_skip.saturating_sub(1);
@@ -298,6 +325,22 @@ impl Session {
         self.counts
             .begin(name, self.outcome, start, self.slots.len());
         Ok(())
+    }
+
+    /// Shows a command that ran to the node's monitors (not one refused before it ran, nor
+    /// one queued in MULTI, nor an admin command), as Redis does after running it.
+    fn feed_monitors(&self, spec: &cmd::Spec, argv: &[Bytes]) {
+        if self.outcome != stats::Outcome::Called || !cmd::monitor::shown(spec, argv) {
+            return;
+        }
+        self.feed_line(argv);
+    }
+
+    /// Sends a command line that ran to the node's monitors, its passwords redacted.
+    fn feed_line(&self, argv: &[Bytes]) {
+        let argv = cmd::acl::redacted(argv);
+        let line = cmd::monitor::line(unix_now(), &self.peer, &argv);
+        self.shared.clients.monitors.feed(line);
     }
 
     /// Executes one request (see [`Session::handle`]).
@@ -327,6 +370,14 @@ impl Session {
         };
         if resolved.is_err() {
             self.reject();
+        }
+        if let (Some(_), Ok(spec)) = (&self.monitor, &resolved) {
+            if touches_keyspace(spec) {
+                self.reject();
+                self.slots
+                    .push(Slot::Ready(Reply::err(cmd::monitor::NO_KEYSPACE)));
+                return Ok(());
+            }
         }
         if self.txn.active() && !blocking::runs_inside_multi(&name) {
             let reply = match &resolved {
@@ -387,7 +438,8 @@ impl Session {
                     self.finish_slots(stream).await?;
                 }
                 let channel = match &c {
-                    Command::Publish(p) => Some(p.channel.clone()),
+                    Command::Publish(p) => Some((p.channel.clone(), false)),
+                    Command::SPublish(p) => Some((p.channel.clone(), true)),
                     _ => None,
                 };
                 let rx = shared.proposer.submit_as(self.user.clone(), c);
@@ -426,6 +478,14 @@ impl Session {
                     .clients
                     .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.slots.extend(replies.into_iter().map(Slot::Ready));
+            }
+            Ok(Request::Conn(ConnCmd::Monitor)) => {
+                // Redis ignores a second MONITOR without a reply.
+                if self.monitor.is_none() {
+                    self.finish_slots(stream).await?;
+                    self.monitor = Some(self.shared.clients.monitors.watch());
+                    self.slots.push(Slot::Ready(Reply::ok()));
+                }
             }
             Ok(Request::Conn(ConnCmd::Acl(c))) => {
                 self.finish_slots(stream).await?;
@@ -513,9 +573,9 @@ impl Session {
                 Slot::Ready(r) => (r, None),
                 Slot::Write(rx, deadline, t) => (await_write(rx, deadline).await, t),
                 Slot::Read(rx, deadline, t) => (await_read(rx, deadline).await, t),
-                Slot::Publish(rx, deadline, channel, t) => {
+                Slot::Publish(rx, deadline, (channel, shard), t) => {
                     let reply = await_write(rx, deadline).await;
-                    (self.publish_count(reply, &channel), t)
+                    (self.publish_count(reply, &channel, shard), t)
                 }
             };
             self.counts.reply(&reply);
@@ -532,10 +592,12 @@ impl Session {
         Ok(())
     }
 
-    /// PUBLISH's reply: the number of receivers on this node (apply cannot know them).
-    fn publish_count(&self, reply: Reply, channel: &[u8]) -> Reply {
+    /// (S)PUBLISH's reply: the number of receivers on this node (apply cannot know them).
+    fn publish_count(&self, reply: Reply, channel: &[u8], shard: bool) -> Reply {
+        let clients = &self.shared.clients;
         match reply {
-            Reply::Int(_) => Reply::Int(self.shared.clients.receivers(channel)),
+            Reply::Int(_) if shard => Reply::Int(clients.shard_subscribers(channel)),
+            Reply::Int(_) => Reply::Int(clients.receivers(channel)),
             other => other,
         }
     }
@@ -560,8 +622,21 @@ impl Session {
             ),
             PubSubCmd::NumSub(channels) => counts(channels, |ch| clients.subscribers(ch)),
             PubSubCmd::NumPat => Reply::Int(clients.subscribed().1.len() as i64),
-            PubSubCmd::ShardChannels => Reply::Array(Vec::new()),
-            PubSubCmd::ShardNumSub(channels) => counts(channels, |_| 0),
+            PubSubCmd::ShardChannels(pattern) => Reply::Array(
+                clients
+                    .shard_subscribed()
+                    .into_iter()
+                    .filter(|ch| {
+                        pattern
+                            .as_ref()
+                            .is_none_or(|p| crate::state::pattern::matches(p, ch))
+                    })
+                    .map(Reply::Bulk)
+                    .collect(),
+            ),
+            PubSubCmd::ShardNumSub(channels) => {
+                counts(channels, |ch| clients.shard_subscribers(ch))
+            }
         }
     }
 
@@ -585,6 +660,7 @@ impl Session {
                 Reply::ok()
             }
             ConnCmd::Reset => {
+                self.monitor = None;
                 self.txn.reset();
                 self.pubsub.clear();
                 self.shared
@@ -625,6 +701,8 @@ impl Session {
             }
             ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
             ConnCmd::PubSub(c) => self.pubsub_info(c),
+            // Inside EXEC (handled in `handle` otherwise).
+            ConnCmd::Monitor => Reply::err(cmd::monitor::IN_MULTI),
             ConnCmd::Acl(c) => self.acl_local(c),
             // Never queued (`refused_inside_multi`); handled in `handle` otherwise.
             ConnCmd::Shutdown | ConnCmd::KeyInfo(_) => {
@@ -763,7 +841,7 @@ impl Session {
         let write = spec.flags.contains(&"write")
             || matches!(
                 spec.name,
-                "eval" | "evalsha" | "publish" | "exec" | "lock" | "unlock" | "renew"
+                "eval" | "evalsha" | "publish" | "spublish" | "exec" | "lock" | "unlock" | "renew"
             );
         loop {
             let changed = clients.pause_changed.notified();

@@ -171,6 +171,14 @@ pub enum Event {
         /// The message.
         message: Bytes,
     },
+    /// A message published to a shard channel (SPUBLISH): delivered to shard subscribers
+    /// only, a namespace apart from [`Event::Publish`]'s channels.
+    ShardPublish {
+        /// The shard channel.
+        channel: Bytes,
+        /// The message.
+        message: Bytes,
+    },
     /// A key was given data that blocked pops may take (a push, a move, a store): it makes
     /// the key ready for serving ([`super::popq`]). Consumed inside apply, never delivered.
     Touched(Bytes),
@@ -214,7 +222,7 @@ impl Event {
     pub fn publications(&self) -> Vec<(Bytes, Bytes)> {
         match self {
             Event::Publish { channel, message } => vec![(channel.clone(), message.clone())],
-            Event::Touched(_) | Event::Served { .. } => Vec::new(),
+            Event::Touched(_) | Event::Served { .. } | Event::ShardPublish { .. } => Vec::new(),
             Event::Lock {
                 kind,
                 key,

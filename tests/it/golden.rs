@@ -88,6 +88,7 @@ const RECIPES: &[&str] = &[
     "LRANGE l 0 -1",
     "LINDEX l -2",
     "PUBLISH ch msg",
+    "SPUBLISH ch msg",
     "EVAL return(1) 1 k a",
     "EVALSHA 0123456789ABCDEF0123456789abcdef01234567 0",
     "EVAL_RO return(1) 0",

@@ -23,6 +23,7 @@ mod diff_lua;
 mod diff_notify;
 mod diff_server;
 mod diff_sets;
+mod diff_shard;
 mod diff_strings;
 mod diff_zsets;
 mod differential;

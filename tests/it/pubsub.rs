@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::common::*;
 
 /// Reads `n` replies (pushes) from a subscribed connection.
-fn read_n(c: &mut Conn, n: usize) -> Vec<Vec<u8>> {
+pub(crate) fn read_n(c: &mut Conn, n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|_| c.read_reply()).collect()
 }
 

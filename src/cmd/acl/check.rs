@@ -257,7 +257,8 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if matches!(spec.name, "object" | "memory") {
         return argv.get(2).map(|k| k.as_ref()).into_iter().collect();
     }
-    if spec.first_key <= 0 {
+    // Shard channels sit in key positions (`not_key` in Redis): channels, not keys.
+    if spec.first_key <= 0 || matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
         return Vec::new();
     }
     let argc = argv.len() as i32;
@@ -312,9 +313,9 @@ fn sort_keys(argv: &[Bytes]) -> Vec<&[u8]> {
 /// The channels a command line names, and whether they are patterns.
 fn channels<'a>(name: &str, argv: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
     match name {
-        "subscribe" => argv[1..].iter().map(|c| (c.as_ref(), false)).collect(),
+        "subscribe" | "ssubscribe" => argv[1..].iter().map(|c| (c.as_ref(), false)).collect(),
         "psubscribe" => argv[1..].iter().map(|c| (c.as_ref(), true)).collect(),
-        "publish" => argv
+        "publish" | "spublish" => argv
             .get(1)
             .map(|c| (c.as_ref(), false))
             .into_iter()

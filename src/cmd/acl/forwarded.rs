@@ -202,6 +202,7 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
             none(),
         ),
         C::Publish(c) => (&["publish"], none(), vec![c.channel.as_ref()]),
+        C::SPublish(c) => (&["spublish"], none(), vec![c.channel.as_ref()]),
         C::Versions(c) => (&["watch"], many(&c.keys), none()),
         C::Exec(_) => (&["exec"], none(), none()),
         C::Eval(c) => (&["eval", "evalsha"], many(&c.keys), none()),

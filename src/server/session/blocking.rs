@@ -52,10 +52,17 @@ impl Session {
             }
         };
         let name = super::stats::stat_name(spec.name, &argv);
+        if self.shared.clients.monitors.active() && crate::cmd::monitor::shown(spec, &argv) {
+            self.txn.monitored.push(argv.clone());
+        }
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
             Ok(Request::Write(c)) => Queued::Cmd(self.as_user(self.shared.default_lock_delay(c))),
             Ok(Request::Read(c)) => Queued::Cmd(self.as_user(c)),
+            // Redis queues it and refuses it when EXEC runs it.
+            Ok(Request::Conn(ConnCmd::Sub(s))) if s.shard && s.subscribe => Queued::Failed(
+                Reply::err("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client"),
+            ),
             Ok(Request::Conn(ConnCmd::Sub(_))) | Ok(Request::Admin(_)) => {
                 self.txn.dirty = true;
                 return Reply::err("ERR Command not allowed inside a transaction");
@@ -116,6 +123,7 @@ impl Session {
     /// Sends the queued commands as one [`Exec`] and merges the replies of the session-level
     /// items back in queue order.
     async fn exec(&mut self) -> Reply {
+        let monitored = std::mem::take(&mut self.txn.monitored);
         let (queue, dirty, watched) = self.txn.reset();
         if dirty {
             return exec_abort();
@@ -149,7 +157,13 @@ impl Session {
             }
         };
         let mut replies = match replicated {
-            Reply::Array(r) => r.into_iter(),
+            Reply::Array(r) => {
+                // They ran: monitors see them before EXEC itself, as in Redis.
+                for argv in &monitored {
+                    self.feed_line(argv);
+                }
+                r.into_iter()
+            }
             other => return other,
         };
         let mut out = Vec::with_capacity(queue.len());
@@ -157,7 +171,11 @@ impl Session {
             let reply = match item {
                 Queued::Cmd(Command::Publish(p)) => {
                     let r = replies.next().unwrap_or(Reply::Nil);
-                    self.publish_count(r, &p.channel)
+                    self.publish_count(r, &p.channel, false)
+                }
+                Queued::Cmd(Command::SPublish(p)) => {
+                    let r = replies.next().unwrap_or(Reply::Nil);
+                    self.publish_count(r, &p.channel, true)
                 }
                 Queued::Cmd(_) => replies.next().unwrap_or(Reply::Nil),
                 Queued::Conn(c) => self.conn(c),

@@ -41,19 +41,36 @@ pub fn not_allowed(name: &str) -> Reply {
 pub fn allowed_when_subscribed(name: &str) -> bool {
     matches!(
         name,
-        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
+        "subscribe"
+            | "psubscribe"
+            | "ssubscribe"
+            | "unsubscribe"
+            | "punsubscribe"
+            | "sunsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
     )
 }
 
 impl PubSub {
-    /// Number of channels plus patterns (the count in subscribe replies).
+    /// Number of channels plus patterns (the count in (P)(UN)SUBSCRIBE replies).
     pub fn count(&self) -> usize {
         self.subs.channels.len() + self.subs.patterns.len()
     }
 
-    /// True while subscribed to anything.
+    /// The count in S(UN)SUBSCRIBE replies: shard channels are counted apart, as in Redis.
+    fn count_of(&self, shard: bool) -> usize {
+        if shard {
+            self.subs.shard.len()
+        } else {
+            self.count()
+        }
+    }
+
+    /// True while subscribed to anything, shard channels included.
     pub fn active(&self) -> bool {
-        self.count() > 0
+        !self.subs.is_empty()
     }
 
     /// The current subscriptions (for the node-wide registry).
@@ -61,7 +78,7 @@ impl PubSub {
         self.subs.clone()
     }
 
-    /// Applies a (P)(UN)SUBSCRIBE and returns its replies, one per name. `events` creates
+    /// Applies a (P|S)(UN)SUBSCRIBE and returns its replies, one per name. `events` creates
     /// a receiver of the local events; it is taken before the first reply is sent, so every
     /// message published after the client sees the confirmation is delivered.
     pub fn apply(
@@ -69,35 +86,38 @@ impl PubSub {
         cmd: SubCmd,
         events: impl FnOnce() -> Option<broadcast::Receiver<Event>>,
     ) -> Vec<Reply> {
-        let kind = match (cmd.pattern, cmd.subscribe) {
-            (false, true) => "subscribe",
-            (true, true) => "psubscribe",
-            (false, false) => "unsubscribe",
-            (true, false) => "punsubscribe",
+        let kind = match (cmd.pattern, cmd.shard, cmd.subscribe) {
+            (true, _, true) => "psubscribe",
+            (true, _, false) => "punsubscribe",
+            (false, true, true) => "ssubscribe",
+            (false, true, false) => "sunsubscribe",
+            (false, false, true) => "subscribe",
+            (false, false, false) => "unsubscribe",
         };
+        let which = (cmd.pattern, cmd.shard);
         if cmd.subscribe && self.rx.is_none() {
             self.rx = events();
         }
         let names = if cmd.subscribe || !cmd.names.is_empty() {
             cmd.names
         } else {
-            self.set(cmd.pattern).iter().cloned().collect()
+            self.set(which).iter().cloned().collect()
         };
         let mut out = Vec::new();
         if names.is_empty() {
             out.push(Reply::Push(vec![
                 Reply::text(kind),
                 Reply::Nil,
-                Reply::Int(0),
+                Reply::Int(self.count_of(cmd.shard) as i64),
             ]));
         }
         for name in names {
             if cmd.subscribe {
-                self.set_mut(cmd.pattern).insert(name.clone());
+                self.set_mut(which).insert(name.clone());
             } else {
-                self.set_mut(cmd.pattern).remove(&name);
+                self.set_mut(which).remove(&name);
             }
-            let count = self.count() as i64;
+            let count = self.count_of(cmd.shard) as i64;
             out.push(Reply::Push(vec![
                 Reply::text(kind),
                 Reply::Bulk(name),
@@ -110,19 +130,23 @@ impl PubSub {
         out
     }
 
-    fn set(&self, pattern: bool) -> &std::collections::BTreeSet<Bytes> {
-        if pattern {
-            &self.subs.patterns
-        } else {
-            &self.subs.channels
+    /// The set that `(pattern, shard)` names.
+    fn set(&self, (pattern, shard): (bool, bool)) -> &std::collections::BTreeSet<Bytes> {
+        match (pattern, shard) {
+            (true, _) => &self.subs.patterns,
+            (false, true) => &self.subs.shard,
+            (false, false) => &self.subs.channels,
         }
     }
 
-    fn set_mut(&mut self, pattern: bool) -> &mut std::collections::BTreeSet<Bytes> {
-        if pattern {
-            &mut self.subs.patterns
-        } else {
-            &mut self.subs.channels
+    fn set_mut(
+        &mut self,
+        (pattern, shard): (bool, bool),
+    ) -> &mut std::collections::BTreeSet<Bytes> {
+        match (pattern, shard) {
+            (true, _) => &mut self.subs.patterns,
+            (false, true) => &mut self.subs.shard,
+            (false, false) => &mut self.subs.channels,
         }
     }
 
@@ -168,9 +192,20 @@ impl PubSub {
     }
 
     /// The messages an event produces for this connection: `message` for a subscribed
-    /// channel, then one `pmessage` per matching pattern, as Redis orders them.
+    /// channel, then one `pmessage` per matching pattern, as Redis orders them; `smessage`
+    /// for a shard channel's.
     pub fn messages(&self, event: &Event) -> Vec<Reply> {
         let mut out = Vec::new();
+        if let Event::ShardPublish { channel, message } = event {
+            if self.subs.shard.contains(channel) {
+                out.push(Reply::Push(vec![
+                    Reply::text("smessage"),
+                    Reply::Bulk(channel.clone()),
+                    Reply::Bulk(message.clone()),
+                ]));
+            }
+            return out;
+        }
         // Lock events become keyspace notifications; most subscribers want none, and their
         // channel names are only built for a connection that might.
         if matches!(event, Event::Lock { .. } | Event::Notify { .. })

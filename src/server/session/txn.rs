@@ -28,6 +28,9 @@ pub struct Txn {
     pub dirty: bool,
     /// Watched keys with the version each had at WATCH (None: missing).
     pub watched: Watched,
+    /// The queued command lines MONITOR shows when EXEC runs them (kept only while the
+    /// node has monitors).
+    pub monitored: Vec<Vec<Bytes>>,
 }
 
 /// `-EXECABORT ...`.
@@ -45,6 +48,7 @@ impl Txn {
     pub fn reset(&mut self) -> (Vec<(String, Queued)>, bool, Watched) {
         let queue = self.queue.take().unwrap_or_default();
         let dirty = std::mem::take(&mut self.dirty);
+        self.monitored.clear();
         (queue, dirty, std::mem::take(&mut self.watched))
     }
 

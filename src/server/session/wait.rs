@@ -46,7 +46,33 @@ async fn io_step(
     stream.read_buf(buf).await.map(Io::Read)
 }
 
+/// A monitor's next line; pending forever when not monitoring.
+async fn next_line(feed: &mut Option<crate::server::monitor::Feed>) -> Result<bytes::Bytes, u64> {
+    match feed {
+        Some(f) => f.next().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Session {
+    /// Queues a MONITOR line; false if the monitor fell so far behind that lines were lost.
+    fn deliver_line(&mut self, line: Result<bytes::Bytes, u64>) -> bool {
+        match line {
+            Ok(line) => {
+                self.out.extend_from_slice(&line);
+                self.shared.stats.note_output(self.out.len());
+                true
+            }
+            Err(lost) => {
+                tracing::warn!(
+                    lost,
+                    "closing a monitor that fell behind the node's commands"
+                );
+                false
+            }
+        }
+    }
+
     /// Waits for the next thing to do. Returns false when the connection is to close
     /// (the client left, was idle too long or passed its output limit, or the server stops).
     pub(super) async fn wait(
@@ -85,6 +111,7 @@ impl Session {
                 }
             }
             event = self.pubsub.next_event() => return Ok(self.deliver(event)),
+            line = next_line(&mut self.monitor) => return Ok(self.deliver_line(line)),
             _ = tokio::time::sleep_until(idle_at), if idle.is_some() => {
                 if idle.is_some_and(|limit| self.last_io.elapsed() >= limit) {
                     tracing::info!(idle_secs = self.last_io.elapsed().as_secs(), "closing idle client (timeout)");
@@ -101,7 +128,7 @@ impl Session {
     /// How long this client may stay idle now (None: forever). Subscribers are exempt, as
     /// in Redis; blocked clients never get here while they wait.
     fn idle_limit(&self) -> Option<std::time::Duration> {
-        if self.pubsub.active() {
+        if self.pubsub.active() || self.monitor.is_some() {
             return None;
         }
         self.shared.idle_timeout()
