@@ -144,7 +144,10 @@ pub async fn run(
                 }
                 Err(RecvError::Closed) => return,
             },
-            _ = purge.tick() => purge_stale(&shared),
+            _ = purge.tick() => {
+                purge_stale(&shared);
+                super::popwait::fail_lost(&shared);
+            }
             _ = stop.changed() => return,
         }
     }

@@ -11,6 +11,8 @@
 //! pushed onto the end they were popped from (a sorted set's members are added back with
 //! their scores unless the member is there again), so an element is never lost to a client
 //! that had gone. A BLMOVE's element has already reached its destination and stays there.
+//! A queued waiter that disappears from the replicated queues without a reply (its node
+//! installed a snapshot covering the serve) is failed with an error ([`fail_lost`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +36,19 @@ const GONE_FOR: Duration = Duration::from_secs(120);
 struct Pending {
     cmd: Command,
     tx: oneshot::Sender<Reply>,
+    /// Its entry queued it (the session saw [`crate::cmd::popwait::POP_QUEUED`]).
+    queued: bool,
+    /// A check has found it in the replicated queues.
+    seen: bool,
+    /// Consecutive checks that found it in no queue of the replicated state.
+    missing: u8,
 }
+
+/// Checks in a row (one a second) that must find a queued waiter gone from the replicated
+/// queues, with no reply handed to it, before it is failed: a waiter seen there before...
+const LOST_AFTER: u8 = 2;
+/// ... and one never seen there (its node may simply not have applied its entry yet).
+const NEVER_SEEN_AFTER: u8 = 10;
 
 /// The clients of this node process that wait in a blocking pop.
 pub struct PopWaiters {
@@ -67,7 +81,16 @@ impl PopWaiters {
         };
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id.seq, Pending { cmd, tx });
+            p.insert(
+                id.seq,
+                Pending {
+                    cmd,
+                    tx,
+                    queued: false,
+                    seen: false,
+                    missing: 0,
+                },
+            );
         }
         (id, rx)
     }
@@ -84,6 +107,43 @@ impl PopWaiters {
             gone.insert(id.seq, (p.cmd, now));
         }
         true
+    }
+
+    /// One check of the queued waiters against the replicated queues (`in_queue`): the ones
+    /// found missing too many times in a row.
+    fn missing_from_queues(&self, in_queue: impl Fn(WaiterId, &Command) -> bool) -> Vec<WaiterId> {
+        let Ok(mut pending) = self.pending.lock() else {
+            return Vec::new();
+        };
+        let mut lost = Vec::new();
+        for (seq, p) in pending.iter_mut().filter(|(_, p)| p.queued) {
+            let id = WaiterId {
+                node: self.node,
+                boot: self.boot,
+                seq: *seq,
+            };
+            let queued = in_queue(id, &p.cmd);
+            p.seen |= queued;
+            p.missing = if queued {
+                0
+            } else {
+                p.missing.saturating_add(1)
+            };
+            let limit = if p.seen { LOST_AFTER } else { NEVER_SEEN_AFTER };
+            if p.missing >= limit {
+                lost.push(id);
+            }
+        }
+        lost
+    }
+
+    /// Notes that the waiter's entry queued it.
+    pub fn mark_queued(&self, id: WaiterId) {
+        if let Ok(mut p) = self.pending.lock() {
+            if let Some(w) = p.get_mut(&id.seq) {
+                w.queued = true;
+            }
+        }
     }
 
     /// Unregisters a waiter whose pop was answered at once (it never queued).
@@ -167,6 +227,44 @@ pub fn fail_all(shared: &Shared, why: &str) {
     };
     for p in drained {
         let _ = p.tx.send(Reply::err(format!("ERR {why}")));
+    }
+}
+
+/// Fails the queued waiters that have been missing from the replicated queues for
+/// [`LOST_AFTER`] checks with no reply handed to them. That happens when the node installed a
+/// snapshot that covers the entry that served them (their reply, an event of that entry, was
+/// never produced here), or when their node's old process was purged by mistake: without
+/// this, a client waiting for ever would never be answered.
+pub fn fail_lost(shared: &Arc<Shared>) {
+    let w = &shared.pop_waiters;
+    let lost = {
+        let Ok(st) = shared.state.read() else {
+            return;
+        };
+        let in_queue = |id: WaiterId, cmd: &Command| {
+            let keys = wait_spec(cmd).map(|(k, _, _)| k).unwrap_or_default();
+            keys.iter().any(|k| {
+                st.ks
+                    .pop_queue(k)
+                    .is_some_and(|q| q.iter().any(|x| x.id == id))
+            })
+        };
+        w.missing_from_queues(in_queue)
+    };
+    for id in lost {
+        // As if its client stopped waiting: if it is in fact still queued (or its entry is
+        // yet to apply here), the cancel takes it out, and a serve before that is given back.
+        let Some(p) = w.pending.lock().ok().and_then(|mut p| p.remove(&id.seq)) else {
+            continue;
+        };
+        if let Ok(mut gone) = w.gone.lock() {
+            gone.insert(id.seq, (p.cmd.clone(), Instant::now()));
+        }
+        cancel(shared, &p.cmd, id);
+        tracing::warn!(waiter = id.seq, "a blocked pop is in no queue and no reply reached it (a snapshot install covered its serve?); failing it");
+        let _ = p.tx.send(Reply::err(
+            "ERR the blocked pop lost its place in the queue (its node installed a snapshot); retry",
+        ));
     }
 }
 
@@ -299,6 +397,37 @@ mod tests {
         );
         assert_eq!(back, Some(cmd("ZADD z NX 1 a 2 b")));
         assert_eq!(give_back(&cmd("BLMOVE a b LEFT LEFT 0"), &bulk("x")), None);
+    }
+
+    #[test]
+    fn a_queued_waiter_missing_from_the_queues_is_found_lost() {
+        let w = PopWaiters::new(1, 9);
+        let (early, _rx1) = w.register(cmd("BLPOP k 0"));
+        let (seen, _rx2) = w.register(cmd("BLPOP k 0"));
+        let (never, _rx3) = w.register(cmd("BLPOP k 0"));
+        for id in [seen, never] {
+            w.mark_queued(id);
+        }
+        let check = |present: Option<WaiterId>| {
+            let mut lost: Vec<u64> = w
+                .missing_from_queues(|id, _| Some(id) == present)
+                .into_iter()
+                .map(|id| id.seq)
+                .collect();
+            lost.sort();
+            lost
+        };
+        // `early`'s entry has not answered yet: never a candidate. `seen` is in the queue.
+        assert!(check(Some(seen)).is_empty());
+        // `seen` leaves the queues with no reply: lost at the second check in a row.
+        assert!(check(None).is_empty());
+        assert_eq!(check(None), vec![seen.seq]);
+        // One never seen queued (its node may lag) is lost only at the tenth.
+        for _ in 3..9 {
+            assert_eq!(check(None), vec![seen.seq]);
+        }
+        assert_eq!(check(None), vec![seen.seq, never.seq]);
+        assert!(!check(None).contains(&early.seq));
     }
 
     #[test]

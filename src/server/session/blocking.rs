@@ -210,7 +210,7 @@ impl Session {
         )
         .await;
         match &reply {
-            Reply::Simple(s) if s == POP_QUEUED => {}
+            Reply::Simple(s) if s == POP_QUEUED => shared.pop_waiters.mark_queued(id),
             // An error may be an unknown outcome (the entry may have queued the waiter, and
             // it may even have been served since): leave the queue, or take the reply.
             Reply::Error(_) => return stop_waiting(&shared, &cmd, id, served, reply).await,
