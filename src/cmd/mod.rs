@@ -31,6 +31,8 @@ pub mod fencedget;
 pub mod fencedset;
 pub mod float80;
 pub mod flush;
+pub mod geo;
+pub mod geohash;
 pub mod get;
 pub mod getex;
 pub mod hash;
@@ -169,6 +171,7 @@ registry::commands! {
     ],
     zrange: [75 => ZRange(ZRange), 76 => ZRangeStore(ZRangeStore)],
     zsetop: [77 => ZSetOp(ZSetOp), 78 => ZSetOpStore(ZSetOpStore)],
+    geo: [110 => GeoRead(GeoRead), 111 => GeoSearch(GeoSearch), 112 => GeoStore(GeoStore)],
     bzpop: [79 => BZPop(BZPop)],
     popwait: [106 => PopWait(PopWait), 107 => PopCancel(PopCancel)],
     publish: [30 => Publish(Publish)],

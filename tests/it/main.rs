@@ -17,6 +17,7 @@ mod chaos;
 mod cluster;
 mod cluster_scripting;
 mod config;
+mod diff_geo;
 mod diff_lists;
 mod diff_lua;
 mod diff_notify;

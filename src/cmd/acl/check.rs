@@ -139,6 +139,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "hash" => add("hash"),
         "bitmap" => add("bitmap"),
         "sorted-set" => add("sortedset"),
+        "geo" => add("geo"),
         "generic" => add("keyspace"),
         "server" if matches!(spec.name, "flushall" | "flushdb") => add("keyspace"),
         "connection" => add("connection"),
