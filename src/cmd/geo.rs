@@ -30,52 +30,59 @@ const WRITE_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("geoadd", -5, WRITE, ONE_KEY, parse_geoadd).docs(
-        "Add one or more geospatial items in the geospatial index represented using a sorted set",
+        "Add points (longitude, latitude, member) to a geospatial sorted set",
         "3.2.0",
         G,
     ),
     Spec::new("geopos", -2, READ, ONE_KEY, parse_read).docs(
-        "Returns longitude and latitude of members of a geospatial index",
+        "Return the coordinates of geospatial members",
         "3.2.0",
         G,
     ),
     Spec::new("geodist", -4, READ, ONE_KEY, parse_read).docs(
-        "Returns the distance between two members of a geospatial index",
+        "Return the distance between two geospatial members",
         "3.2.0",
         G,
     ),
     Spec::new("geohash", -2, READ, ONE_KEY, parse_read).docs(
-        "Returns members of a geospatial index as standard geohash strings",
+        "Return the standard geohash strings of geospatial members",
         "3.2.0",
         G,
     ),
     Spec::new("georadius", -6, WRITE_MOVABLE, ONE_KEY, parse_search).docs(
-        "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point",
+        "Return (or store) the geospatial members within a radius of a point",
         "3.2.0",
         G,
     ),
-    Spec::new("georadiusbymember", -5, WRITE_MOVABLE, ONE_KEY, parse_search).docs(
-        "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member",
+    Spec::new(
+        "georadiusbymember",
+        -5,
+        WRITE_MOVABLE,
+        ONE_KEY,
+        parse_search,
+    )
+    .docs(
+        "Return (or store) the geospatial members within a radius of a member",
         "3.2.0",
         G,
     ),
     Spec::new("georadius_ro", -6, READ, ONE_KEY, parse_search).docs(
-        "A read-only variant for GEORADIUS",
+        "Return the geospatial members within a radius of a point (read-only)",
         "3.2.10",
         G,
     ),
     Spec::new("georadiusbymember_ro", -5, READ, ONE_KEY, parse_search).docs(
-        "A read-only variant for GEORADIUSBYMEMBER",
+        "Return the geospatial members within a radius of a member (read-only)",
         "3.2.10",
         G,
     ),
     Spec::new("geosearch", -7, READ, ONE_KEY, parse_search).docs(
-        "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.",
+        "Return the geospatial members inside a circle or a box",
         "6.2.0",
         G,
     ),
     Spec::new("geosearchstore", -8, WRITE, (1, 2, 1), parse_search).docs(
-        "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.",
+        "Store the geospatial members inside a circle or a box in another key",
         "6.2.0",
         G,
     ),
