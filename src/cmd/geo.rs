@@ -11,10 +11,13 @@
 //! searches parse their options when applied, after the source key's type check, as Redis's
 //! `georadiusGeneric` does (WRONGTYPE wins over a bad option; FROMMEMBER needs the key).
 
+use std::cmp::Ordering;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::geohash::{self, Shape};
+use super::pqsort::pqsort;
 use super::registry::flags::{READ, WRITE};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::zset::{parse_float, store, NOT_FLOAT};
@@ -536,15 +539,28 @@ impl SearchSpec {
         }
         let limit = if opts.any { opts.count as usize } else { 0 };
         let mut points = scan(z, &shape, limit);
-        match opts.sort {
-            // Stable, as glibc's qsort (a merge sort) is: equal distances keep scan order.
-            1 => points.sort_by(|a, b| a.dist.total_cmp(&b.dist)),
-            -1 => points.sort_by(|a, b| b.dist.total_cmp(&a.dist)),
-            _ => {}
+        let returned = match opts.count {
+            0 => points.len(),
+            n => points.len().min(n as usize),
+        };
+        if opts.sort != 0 {
+            let desc = opts.sort < 0;
+            let by_dist = |a: &Found, b: &Found| {
+                let o = a.dist.partial_cmp(&b.dist).unwrap_or(Ordering::Equal);
+                if desc {
+                    o.reverse()
+                } else {
+                    o
+                }
+            };
+            if returned == points.len() {
+                // Stable, as glibc's qsort (a merge sort) is: ties keep scan order.
+                points.sort_by(by_dist);
+            } else if returned > 0 {
+                pqsort(&mut points, 0, returned - 1, by_dist);
+            }
         }
-        if opts.count != 0 {
-            points.truncate(opts.count as usize);
-        }
+        points.truncate(returned);
         Ok(Outcome {
             points,
             opts,

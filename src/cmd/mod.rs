@@ -55,6 +55,7 @@ pub mod mget;
 pub mod multi;
 pub mod object;
 pub mod popwait;
+pub mod pqsort;
 pub mod publish;
 pub mod pubsub;
 pub mod raft;

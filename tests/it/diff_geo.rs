@@ -3,7 +3,7 @@
 //! results and their order), and the sorted sets GEOADD and the STORE forms leave behind
 //! must hold the same scores.
 
-use crate::differential::{diff, same, Step};
+use crate::differential::{diff, same, same_args, Step};
 
 fn lines(ls: &[&str]) -> Vec<Step> {
     ls.iter().map(|l| same(l)).collect()
@@ -178,6 +178,65 @@ fn search_steps() -> Vec<Step> {
         "GEOSEARCHSTORE Sicily Sicily FROMMEMBER Palermo BYRADIUS 1 km",
         "ZRANGE Sicily 0 -1 WITHSCORES",
     ])
+}
+
+/// Equal distances: the order Redis's sorts leave them in, whole and cut by COUNT.
+fn tie_steps() -> Vec<Step> {
+    let mut steps = lines(&[
+        "GEOADD ties 1 1 a 1 1 b 1 1 c 1 1 d 1 1 e 1 1 f 1 1 g 1 1 h 1 1 i 1 1 j",
+        "GEOADD ties 1.001 1 k 0.999 1 l 1 1.001 m 1 0.999 n 1.002 1.002 o",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km ASC",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km DESC WITHDIST",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km ASC COUNT 3",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km DESC COUNT 4",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km COUNT 12 WITHDIST",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km COUNT 5 ANY",
+        "GEOSEARCH ties FROMLONLAT 1 1 BYRADIUS 10 km COUNT 5 ANY DESC",
+    ]);
+    // Enough ties for the partial sort's median of medians (more than 40 points).
+    let mut big = String::from("GEOADD many");
+    for i in 0..90 {
+        let lon = [2.0, 2.01, 1.99][i % 3];
+        big.push_str(&format!(" {lon} 2 m{i}"));
+    }
+    steps.push(same(&big));
+    for opts in [
+        "ASC COUNT 1",
+        "ASC COUNT 7",
+        "ASC COUNT 29",
+        "ASC COUNT 31",
+        "DESC COUNT 45",
+        "DESC COUNT 89",
+        "ASC COUNT 90",
+        "ASC",
+        "DESC",
+    ] {
+        steps.push(same(&format!(
+            "GEOSEARCH many FROMLONLAT 2.001 2 BYRADIUS 5 km {opts}"
+        )));
+    }
+    // Through a script: coordinates become strings in RESP2, `{double=...}` in RESP3.
+    for body in [
+        "return redis.call('GEOPOS', 'ties', 'a', 'nosuch')",
+        "redis.setresp(3); local p = redis.call('GEOPOS', 'ties', 'o'); return {tostring(p[1][1]['double']), tostring(p[1][2]['double'])}",
+        "return redis.call('GEOSEARCH', 'ties', 'FROMMEMBER', 'o', 'BYRADIUS', '1', 'km', 'WITHCOORD', 'WITHDIST')",
+        "return redis.call('GEODIST', 'ties', 'a', 'o', 'km')",
+        "return redis.call('GEOSEARCHSTORE', 'out', 'ties', 'FROMMEMBER', 'o', 'BYRADIUS', '1', 'km')",
+    ] {
+        steps.push(same_args(&[b"EVAL", body.as_bytes(), b"0"]));
+    }
+    steps
+}
+
+#[test]
+fn geo_ties_and_scripts_resp2() {
+    diff(2, &tie_steps());
+}
+
+#[test]
+fn geo_ties_and_scripts_resp3() {
+    diff(3, &tie_steps());
 }
 
 #[test]
