@@ -364,7 +364,8 @@ pub fn parse_search(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let rest = args.rest();
     if matches!(form, Form::Radius | Form::ByMember) && !read_only {
-        dst = store_key(&rest[if form == Form::Radius { 4 } else { 3 }..]);
+        let opts = &rest[if form == Form::Radius { 4 } else { 3 }..];
+        dst = store_key_at(opts).map(|i| opts[i].clone());
     }
     let spec = SearchSpec {
         form,
@@ -381,9 +382,10 @@ pub fn parse_search(args: &mut Args) -> Result<Request, Reply> {
     })
 }
 
-/// GEORADIUS's STORE or STOREDIST key, found by walking the options as the search will
-/// (the last one wins); a search with one is a write.
-fn store_key(opts: &[Bytes]) -> Option<Bytes> {
+/// Where GEORADIUS's STORE or STOREDIST key is among its options (`opts`, after the unit),
+/// found by walking them as the search will (the last one wins); a search with one is a
+/// write. The ACL check finds the destination with it too.
+pub fn store_key_at(opts: &[Bytes]) -> Option<usize> {
     let mut found = None;
     let mut i = 0;
     while i < opts.len() {
@@ -391,7 +393,7 @@ fn store_key(opts: &[Bytes]) -> Option<Bytes> {
         match opts[i].to_ascii_lowercase().as_slice() {
             b"count" if more => i += 1,
             b"store" | b"storedist" if more => {
-                found = Some(opts[i + 1].clone());
+                found = Some(i + 1);
                 i += 1;
             }
             _ => {}

@@ -3,7 +3,9 @@
 //! results and their order), and the sorted sets GEOADD and the STORE forms leave behind
 //! must hold the same scores.
 
-use crate::differential::{diff, same, same_args, Step};
+use crate::common::cluster::Cluster;
+use crate::common::{show, RedisServer};
+use crate::differential::{diff, run_steps, same, same_args, Step};
 
 fn lines(ls: &[&str]) -> Vec<Step> {
     ls.iter().map(|l| same(l)).collect()
@@ -330,4 +332,33 @@ fn geo_clouds_resp2() {
 #[test]
 fn geo_clouds_resp3() {
     diff(3, &cloud_steps());
+}
+
+/// Through a follower of a 3-node cluster (searches forwarded to the leader and their
+/// replies, coordinates included, sent back), in RESP3: the same bytes as redis-server.
+#[test]
+fn geo_through_a_follower() {
+    let redis = RedisServer::start();
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (mut rc, mut pc) = (redis.conn(), cluster.conn(follower));
+    for c in [&mut rc, &mut pc] {
+        let r = c.c("HELLO 3");
+        assert!(r.starts_with(b"%"), "HELLO 3: {}", show(&r));
+    }
+    let steps = lines(&[
+        "GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+        "GEOPOS Sicily Palermo nosuch",
+        "GEODIST Sicily Palermo Catania km",
+        "GEOHASH Sicily Palermo",
+        "GEOSEARCH Sicily FROMMEMBER Palermo BYRADIUS 200 km ASC WITHCOORD WITHDIST WITHHASH",
+        "GEORADIUS Sicily 15 37 200 km STOREDIST d",
+        "ZRANGE d 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE d2 Sicily FROMLONLAT 15 37 BYBOX 300 300 km",
+        "ZRANGE d2 0 -1 WITHSCORES",
+        "GEORADIUS_RO Sicily 15 37 200 km WITHDIST",
+    ]);
+    let bad = run_steps(&steps, &mut rc, &mut pc);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
