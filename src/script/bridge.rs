@@ -85,6 +85,11 @@ pub fn execute(
             return cmd::acl::script_denied(denied);
         }
     }
+    // As Redis, by the command's `write` flag, before its arguments are parsed: GEORADIUS
+    // (or SORT) without STORE is refused too, though it parses to a read.
+    if matches!(access, Access::Read(_)) && spec.flags.contains(&"write") {
+        return err("Write commands are not allowed from read-only scripts.");
+    }
     match (spec.parse)(&mut Args::new(argv)) {
         Err(reply) => reply,
         Ok(Request::Read(c)) => c.query(access.ks(), now),

@@ -240,6 +240,17 @@ fn tie_steps() -> Vec<Step> {
     ] {
         steps.push(same_args(&[b"EVAL", body.as_bytes(), b"0"]));
     }
+    // GEORADIUS is a write command even without STORE; its _RO form and GEOSEARCH are not.
+    for body in [
+        "return redis.call('GEORADIUS', 'ties', '1', '1', '10', 'km', 'COUNT', '2')",
+        "return redis.call('GEORADIUS_RO', 'ties', '1', '1', '10', 'km', 'COUNT', '2')",
+        "return redis.call('GEOSEARCH', 'ties', 'FROMLONLAT', '1', '1', 'BYRADIUS', '10', 'km', 'COUNT', '2')",
+        "return redis.call('GEOADD', 'ties', '1', '1', 'z')",
+        // The same rule, outside the family: SORT without STORE.
+        "return redis.call('SORT', 'nokey')",
+    ] {
+        steps.push(same_args(&[b"EVAL_RO", body.as_bytes(), b"0"]));
+    }
     steps
 }
 
