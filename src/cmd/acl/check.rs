@@ -255,7 +255,7 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
         _ => None,
     } {
         let opts = argv.get(base..).unwrap_or_default();
-        let dst = crate::cmd::geo::store_key_at(opts).map(|i| opts[i].as_ref());
+        let dst = crate::cmd::geosearch::store_key_at(opts).map(|i| opts[i].as_ref());
         return argv
             .get(1)
             .map(|k| k.as_ref())
