@@ -256,38 +256,35 @@ fn steps_for(range_m: f64, lat: f64) -> u8 {
     step.clamp(1, STEP_MAX as i32) as u8
 }
 
-fn move_x(c: Cell, d: i8) -> Cell {
+/// Moves a cell one step along an axis (`geohash_move_x`/`_y`): `axis` masks the moving
+/// coordinate's bits (odd bits: longitude, even bits: latitude). The other coordinate's bits
+/// are filled with ones so that a carry or borrow crosses them.
+fn move_on(c: Cell, d: i8, axis: u64) -> Cell {
     if d == 0 {
         return c;
     }
     let shift = 64 - 2 * c.step as u32;
-    let mut x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> shift;
-    x = if d > 0 {
-        x.wrapping_add(zz + 1)
+    let fixed = c.bits & !axis;
+    let zz = !axis >> shift;
+    let mut m = c.bits & axis;
+    m = if d > 0 {
+        m.wrapping_add(zz + 1)
     } else {
-        (x | zz).wrapping_sub(zz + 1)
+        (m | zz).wrapping_sub(zz + 1)
     };
-    x &= 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    Cell { bits: x | y, ..c }
+    m &= axis >> shift;
+    Cell {
+        bits: m | fixed,
+        ..c
+    }
+}
+
+fn move_x(c: Cell, d: i8) -> Cell {
+    move_on(c, d, 0xaaaa_aaaa_aaaa_aaaa)
 }
 
 fn move_y(c: Cell, d: i8) -> Cell {
-    if d == 0 {
-        return c;
-    }
-    let shift = 64 - 2 * c.step as u32;
-    let x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let mut y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    y = if d > 0 {
-        y.wrapping_add(zz + 1)
-    } else {
-        (y | zz).wrapping_sub(zz + 1)
-    };
-    y &= 0x5555_5555_5555_5555u64 >> shift;
-    Cell { bits: x | y, ..c }
+    move_on(c, d, 0x5555_5555_5555_5555)
 }
 
 /// The cells a search visits, in Redis's order (the centre cell, then N, S, E, W, NE, NW,
