@@ -32,6 +32,9 @@ pub mod fencedget;
 pub mod fencedset;
 pub mod float80;
 pub mod flush;
+pub mod geo;
+pub mod geohash;
+pub mod geosearch;
 pub mod get;
 pub mod getex;
 pub mod hash;
@@ -55,6 +58,7 @@ pub mod monitor;
 pub mod multi;
 pub mod object;
 pub mod popwait;
+pub mod pqsort;
 pub mod publish;
 pub mod pubsub;
 pub mod raft;
@@ -173,6 +177,8 @@ registry::commands! {
     ],
     zrange: [75 => ZRange(ZRange), 76 => ZRangeStore(ZRangeStore)],
     zsetop: [77 => ZSetOp(ZSetOp), 78 => ZSetOpStore(ZSetOpStore)],
+    geo: [110 => GeoRead(GeoRead)],
+    geosearch: [111 => GeoSearch(GeoSearch), 112 => GeoStore(GeoStore)],
     bzpop: [79 => BZPop(BZPop)],
     popwait: [106 => PopWait(PopWait), 107 => PopCancel(PopCancel)],
     publish: [30 => Publish(Publish)],

@@ -11,6 +11,7 @@ pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 #[derive(Debug, Clone)]
 pub struct Args {
     name: String,
+    given: String,
     items: Vec<Bytes>,
     pos: usize,
 }
@@ -18,13 +19,14 @@ pub struct Args {
 impl Args {
     /// Wraps `argv`; `argv[0]` is the command name (kept lower-cased for error texts).
     pub fn new(mut argv: Vec<Bytes>) -> Args {
-        let name = if argv.is_empty() {
+        let given = if argv.is_empty() {
             String::new()
         } else {
-            String::from_utf8_lossy(&argv.remove(0)).to_lowercase()
+            String::from_utf8_lossy(&argv.remove(0)).into_owned()
         };
         Args {
-            name,
+            name: given.to_lowercase(),
+            given,
             items: argv,
             pos: 0,
         }
@@ -33,6 +35,11 @@ impl Args {
     /// The lower-cased command name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The command name as the client wrote it (some of Redis's error texts quote it).
+    pub fn given_name(&self) -> &str {
+        &self.given
     }
 
     /// How many arguments are left.

@@ -51,6 +51,9 @@ pub enum Reply {
     /// Member/score pairs (WITHSCORES replies): an array of 2-element arrays in RESP3, a
     /// flat array in RESP2, as Redis 7.0 replies.
     Pairs(#[serde(deserialize_with = "super::nesting::nested")] Vec<(Reply, Reply)>),
+    /// A double already formatted (GEO coordinates, which Redis prints with `%.17Lf`):
+    /// `,text` in RESP3, a bulk string in RESP2.
+    DoubleText(String),
 }
 
 impl Reply {
@@ -117,6 +120,8 @@ impl Reply {
             Reply::Push(items) => seq(out, if resp3 { b'>' } else { b'*' }, items, proto),
             Reply::Double(d) if resp3 => line(out, b',', format_double(*d).as_bytes()),
             Reply::Double(d) => bulk(out, format_double(*d).as_bytes()),
+            Reply::DoubleText(t) if resp3 => line(out, b',', t.as_bytes()),
+            Reply::DoubleText(t) => bulk(out, t.as_bytes()),
             Reply::Pairs(pairs) => {
                 let n = if resp3 { pairs.len() } else { pairs.len() * 2 };
                 line(out, b'*', n.to_string().as_bytes());

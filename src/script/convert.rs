@@ -73,6 +73,12 @@ pub fn reply_to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value
         Reply::Double(d) => {
             Value::String(lua.create_string(crate::resp::frame::format_double(*d))?)
         }
+        Reply::DoubleText(t) if resp3 => {
+            let t2 = lua.create_table()?;
+            t2.raw_set("double", t.parse::<f64>().unwrap_or(0.0))?;
+            Value::Table(t2)
+        }
+        Reply::DoubleText(t) => Value::String(lua.create_string(t)?),
         Reply::Pairs(pairs) if !resp3 => {
             let flat: Vec<Reply> = pairs
                 .iter()

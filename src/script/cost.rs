@@ -64,7 +64,9 @@ pub fn value_units(v: &Value) -> u64 {
 pub fn reply_units(r: &Reply) -> u64 {
     match r {
         Reply::Bulk(b) => b.len() as u64 / BYTES_PER_UNIT,
-        Reply::Simple(s) | Reply::Error(s) | Reply::Verbatim(s) => s.len() as u64 / BYTES_PER_UNIT,
+        Reply::Simple(s) | Reply::Error(s) | Reply::Verbatim(s) | Reply::DoubleText(s) => {
+            s.len() as u64 / BYTES_PER_UNIT
+        }
         Reply::Int(_) | Reply::Double(_) | Reply::Nil | Reply::NilArray | Reply::Bool(_) => 0,
         Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items
             .iter()

@@ -257,6 +257,35 @@ fn sorted_set_commands_notify_like_redis() {
 }
 
 #[test]
+fn geo_commands_notify_like_redis() {
+    check(
+        &[
+            // GEOADD is a ZADD: `zadd` when something changed, nothing for a no-op.
+            "GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+            "GEOADD g 13.361389 38.115556 Palermo",
+            "GEOADD g NX 1 1 Palermo",
+            "GEOADD g XX 1 1 nosuch",
+            "GEOADD g XX CH 13.4 38.1 Palermo",
+            "GEOADD g 181 0 bad",
+            // The searches' STORE forms: `new` and `georadiusstore` or `geosearchstore`, or
+            // `del` of an existing destination for an empty result (or a missing source).
+            "GEORADIUS g 15 37 200 km STORE d",
+            "GEORADIUS g 15 37 200 km STOREDIST d",
+            "GEORADIUS g 15 37 1 m STORE d",
+            "GEORADIUS g 15 37 1 m STORE d",
+            "GEORADIUSBYMEMBER g Palermo 500 km STORE d2",
+            "GEOSEARCHSTORE d g FROMLONLAT 15 37 BYRADIUS 200 km",
+            "GEOSEARCHSTORE d g FROMLONLAT 15 37 BYBOX 400 400 km STOREDIST",
+            "GEOSEARCHSTORE d nokey FROMLONLAT 15 37 BYRADIUS 200 km",
+            "GEOSEARCHSTORE d nokey FROMLONLAT 15 37 BYRADIUS 200 km",
+            "GEORADIUS nokey 15 37 200 km STORE d2",
+            "GEOSEARCH g FROMLONLAT 15 37 BYRADIUS 200 km",
+        ],
+        &["Ez", "Kz", "Egz"],
+    );
+}
+
+#[test]
 fn list_commands_notify_like_redis() {
     check(
         &[

@@ -218,6 +218,14 @@ const RECIPES: &[&str] = &[
     "@pop-wait",
     "@pop-wait-zset",
     "@pop-cancel",
+    "GEOADD g XX CH 13.361389 38.115556 Palermo",
+    "GEOPOS g a b",
+    "GEOHASH g a",
+    "GEODIST g a b km",
+    "GEOSEARCH g FROMLONLAT 15 37 BYBOX 400 200 km ASC COUNT 2 WITHDIST",
+    "GEORADIUSBYMEMBER_RO g a 10 mi",
+    "GEOSEARCHSTORE d g FROMMEMBER a BYRADIUS 1 km STOREDIST",
+    "GEORADIUS g 15 37 200 km STORE d",
 ];
 
 fn fixture() -> PathBuf {

@@ -18,6 +18,7 @@ mod cluster;
 mod cluster_scripting;
 mod config;
 mod diff_bitfield;
+mod diff_geo;
 mod diff_lists;
 mod diff_lua;
 mod diff_notify;

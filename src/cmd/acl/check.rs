@@ -139,6 +139,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "hash" => add("hash"),
         "bitmap" => add("bitmap"),
         "sorted-set" => add("sortedset"),
+        "geo" => add("geo"),
         "generic" => add("keyspace"),
         "server" if matches!(spec.name, "flushall" | "flushdb") => add("keyspace"),
         "connection" => add("connection"),
@@ -252,6 +253,21 @@ fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
             .map(|k| k.as_ref());
         let srcs = argv.iter().skip(at + 1).take(n).map(|k| k.as_ref());
         return dst.into_iter().chain(srcs).collect();
+    }
+    // GEORADIUS(BYMEMBER) key ... [STORE|STOREDIST dst]: the destination is an option.
+    if let Some(base) = match spec.name {
+        "georadius" => Some(6),
+        "georadiusbymember" => Some(5),
+        _ => None,
+    } {
+        let opts = argv.get(base..).unwrap_or_default();
+        let dst = crate::cmd::geosearch::store_key_at(opts).map(|i| opts[i].as_ref());
+        return argv
+            .get(1)
+            .map(|k| k.as_ref())
+            .into_iter()
+            .chain(dst)
+            .collect();
     }
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
@@ -465,5 +481,19 @@ mod tests {
         assert_eq!(k("sort l BY nosort"), vec!["l"]);
         assert_eq!(k("sort l BY w_* GET #"), vec!["l", "*"]);
         assert_eq!(k("sort_ro l GET x"), vec!["l", "*"]);
+        assert_eq!(k("georadius g 1 2 3 km STORE d"), vec!["g", "d"]);
+        assert_eq!(
+            k("georadius g 1 2 3 km STORE d STOREDIST e"),
+            vec!["g", "e"]
+        );
+        assert_eq!(
+            k("georadiusbymember g m 3 km ASC storedist e"),
+            vec!["g", "e"]
+        );
+        assert_eq!(k("georadius g 1 2 3 km WITHDIST"), vec!["g"]);
+        assert_eq!(
+            k("geosearchstore d g FROMMEMBER m BYRADIUS 1 km"),
+            vec!["d", "g"]
+        );
     }
 }

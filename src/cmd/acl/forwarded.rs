@@ -132,7 +132,26 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::HIncrByFloat(c) => (&["hincrbyfloat"], one(&c.key), none()),
         C::HRandField(c) => (&["hrandfield"], one(&c.key), none()),
         C::HScan(c) => (&["hscan"], one(&c.key), none()),
-        C::ZAdd(c) => (&["zadd", "zincrby"], one(&c.key), none()),
+        C::ZAdd(c) => (&["zadd", "zincrby", "geoadd"], one(&c.key), none()),
+        C::GeoRead(c) => (&["geopos", "geodist", "geohash"], one(&c.key), none()),
+        C::GeoSearch(c) => (
+            &[
+                "geosearch",
+                "georadius",
+                "georadiusbymember",
+                "georadius_ro",
+                "georadiusbymember_ro",
+            ],
+            one(&c.0.key),
+            none(),
+        ),
+        C::GeoStore(c) => (
+            &["geosearchstore", "georadius", "georadiusbymember"],
+            std::iter::once(c.0.key.as_ref())
+                .chain(c.0.dst.as_deref())
+                .collect(),
+            none(),
+        ),
         C::BZPop(c) => (&["bzpopmin", "bzpopmax", "bzmpop"], many(c.keys()), none()),
         // A client's blocking pop, as its queued form: checked as the command itself.
         C::PopWait(c) => return forwarded_subject(&c.cmd),
