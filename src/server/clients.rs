@@ -53,7 +53,30 @@ pub struct Killed {
     pub unblock_error: AtomicBool,
     /// Wakes the session out of a blocking command (CLIENT UNBLOCK). Notified with
     /// `notify_waiters`, so no permit is left for a later command.
-    pub unblock: tokio::sync::Notify,
+    pub unblock: Arc<tokio::sync::Notify>,
+}
+
+/// A blocking command's wait for CLIENT UNBLOCK. Armed before the client is marked blocked,
+/// so an UNBLOCK that sees the mark reaches it.
+pub struct UnblockWait {
+    switches: Arc<Killed>,
+    notified: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
+}
+
+impl UnblockWait {
+    /// Arms the wait on a connection's switches.
+    pub fn arm(switches: Arc<Killed>) -> UnblockWait {
+        let mut notified = Box::pin(switches.unblock.clone().notified_owned());
+        notified.as_mut().enable();
+        UnblockWait { switches, notified }
+    }
+
+    /// Resolves when CLIENT UNBLOCK picks this client: true for `ERROR`, false for
+    /// `TIMEOUT`.
+    pub async fn wait(&mut self) -> bool {
+        self.notified.as_mut().await;
+        self.switches.unblock_error.load(Ordering::Acquire)
+    }
 }
 
 impl Killed {

@@ -425,3 +425,39 @@ fn as_bulk_tail(m: &[u8]) -> Option<Vec<u8>> {
         _ => None,
     }
 }
+
+/// CLIENT UNBLOCK wakes a `LOCK ... WAIT` client as its timeout would (nil) or with
+/// Redis's UNBLOCKED error, and the waiter leaves the queue: the lock is never granted to it.
+#[test]
+fn client_unblock_ends_a_lock_wait() {
+    let pal = Server::start();
+    let mut holder = pal.conn();
+    token(&holder.c("LOCK uq holder PX 60000"), "holder");
+    for (how, want) in [
+        ("TIMEOUT", &b"$-1\r\n"[..]),
+        (
+            "ERROR",
+            &b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"[..],
+        ),
+    ] {
+        let mut w = pal.conn();
+        let id = try_int(&w.c("CLIENT ID")).expect("CLIENT ID");
+        w.send(&crate::common::words("LOCK uq waiter PX 1000 WAIT 0"));
+        wait_for(Duration::from_secs(10), "the waiter in the queue", || {
+            (waiters(&mut holder, "uq") == 1).then_some(())
+        });
+        assert_eq!(
+            holder.c(&format!("CLIENT UNBLOCK {id} {how}")),
+            b":1\r\n",
+            "CLIENT UNBLOCK {how}"
+        );
+        assert_eq!(w.read_reply(), want, "the waiter's reply ({how})");
+        wait_for(Duration::from_secs(10), "the queue to empty", || {
+            (waiters(&mut holder, "uq") == 0).then_some(())
+        });
+    }
+    // Released: nobody was queued, so the key is free for a newcomer.
+    assert_eq!(holder.c("UNLOCK uq holder"), b":1\r\n");
+    let mut late = pal.conn();
+    token(&late.c("LOCK uq late PX 1000"), "a newcomer gets the lock");
+}

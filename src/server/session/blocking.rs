@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use super::super::clients::UnblockWait;
 use super::super::popwait;
 use super::super::stream::ClientStream;
 use super::super::Shared;
@@ -220,12 +221,8 @@ impl Session {
                 return reply;
             }
         }
-        // Armed before the blocked mark is set, so a CLIENT UNBLOCK that sees the mark
-        // reaches this wait.
         let switches = self.killed.clone();
-        let unblocked = switches.unblock.notified();
-        tokio::pin!(unblocked);
-        unblocked.as_mut().enable();
+        let mut unblock = UnblockWait::arm(switches.clone());
         // Queued: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
         let _blocked = shared.clients.block(self.id);
         let mut watch_peer = true;
@@ -242,8 +239,8 @@ impl Session {
                     return r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"));
                 }
                 _ = timeout => return stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await,
-                _ = &mut unblocked => {
-                    let reply = unblock_reply(&switches);
+                error = unblock.wait() => {
+                    let reply = unblock_reply(error);
                     return stop_waiting(&shared, &cmd, id, served, reply).await;
                 }
                 // CLIENT KILL: the connection closes unanswered.
@@ -280,11 +277,8 @@ impl Session {
 }
 
 /// What a client woken by CLIENT UNBLOCK gets: its timeout reply, or Redis's error.
-pub(super) fn unblock_reply(switches: &super::super::clients::Killed) -> Reply {
-    if switches
-        .unblock_error
-        .load(std::sync::atomic::Ordering::Acquire)
-    {
+pub(super) fn unblock_reply(error: bool) -> Reply {
+    if error {
         Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
     } else {
         Reply::NilArray

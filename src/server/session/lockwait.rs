@@ -11,6 +11,7 @@ use super::{await_write, Session};
 use crate::cmd::lock::{Acquire, QUEUED};
 use crate::cmd::Command;
 use crate::resp::Reply;
+use crate::server::clients::UnblockWait;
 use crate::server::lockwait::{cancel, release};
 
 impl Session {
@@ -51,12 +52,7 @@ impl Session {
                 return reply;
             }
         }
-        // Armed before the blocked mark is set, so a CLIENT UNBLOCK that sees the mark
-        // reaches this wait.
-        let switches = self.killed.clone();
-        let unblocked = switches.unblock.notified();
-        tokio::pin!(unblocked);
-        unblocked.as_mut().enable();
+        let mut unblock = UnblockWait::arm(self.killed.clone());
         // In the queue: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
         let _blocked = shared.clients.block(self.id);
         let mut watch_peer = true;
@@ -73,10 +69,10 @@ impl Session {
                     Ok(t) => Reply::Int(t as i64),
                     Err(_) => Reply::err("ERR internal: the lock waiter was dropped"),
                 },
-                _ = &mut unblocked => {
+                error = unblock.wait() => {
                     if shared.waiters.forget(id) {
                         cancel(&shared, key, id);
-                        return match super::blocking::unblock_reply(&switches) {
+                        return match super::blocking::unblock_reply(error) {
                             Reply::NilArray => Reply::Nil,
                             error => error,
                         };
