@@ -607,33 +607,10 @@ impl Session {
         use crate::cmd::pubsub::{counts, PubSubCmd};
         let clients = &self.shared.clients;
         match c {
-            PubSubCmd::Channels(pattern) => Reply::Array(
-                clients
-                    .subscribed()
-                    .0
-                    .into_iter()
-                    .filter(|ch| {
-                        pattern
-                            .as_ref()
-                            .is_none_or(|p| crate::state::pattern::matches(p, ch))
-                    })
-                    .map(Reply::Bulk)
-                    .collect(),
-            ),
+            PubSubCmd::Channels(pattern) => matching(clients.subscribed().0, pattern),
             PubSubCmd::NumSub(channels) => counts(channels, |ch| clients.subscribers(ch)),
             PubSubCmd::NumPat => Reply::Int(clients.subscribed().1.len() as i64),
-            PubSubCmd::ShardChannels(pattern) => Reply::Array(
-                clients
-                    .shard_subscribed()
-                    .into_iter()
-                    .filter(|ch| {
-                        pattern
-                            .as_ref()
-                            .is_none_or(|p| crate::state::pattern::matches(p, ch))
-                    })
-                    .map(Reply::Bulk)
-                    .collect(),
-            ),
+            PubSubCmd::ShardChannels(pattern) => matching(clients.shard_subscribed(), pattern),
             PubSubCmd::ShardNumSub(channels) => {
                 counts(channels, |ch| clients.shard_subscribers(ch))
             }
@@ -977,4 +954,19 @@ impl Session {
             }
         }
     }
+}
+
+/// PUBSUB CHANNELS / SHARDCHANNELS: the channels that match `pattern` (all without one).
+fn matching(channels: impl IntoIterator<Item = Bytes>, pattern: Option<Bytes>) -> Reply {
+    Reply::Array(
+        channels
+            .into_iter()
+            .filter(|ch| {
+                pattern
+                    .as_ref()
+                    .is_none_or(|p| crate::state::pattern::matches(p, ch))
+            })
+            .map(Reply::Bulk)
+            .collect(),
+    )
 }

@@ -115,14 +115,7 @@ fn sorted_lines(r: Vec<u8>) -> Vec<u8> {
 }
 
 fn compare(proto: u8) {
-    let redis = RedisServer::start();
-    let pal = Server::start();
-    let want = transcript(redis.port(), proto);
-    let got = transcript(pal.port(), proto);
-    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-        assert_reply(g, w, &format!("RESP{proto} shard pub/sub step {i}"));
-    }
-    assert_eq!(want.len(), got.len());
+    compare_with_redis("shard pub/sub", proto, transcript);
 }
 
 #[test]

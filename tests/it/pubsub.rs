@@ -67,14 +67,7 @@ fn transcript(port: u16, proto: u8) -> Vec<Vec<u8>> {
 }
 
 fn compare(proto: u8) {
-    let redis = RedisServer::start();
-    let pal = Server::start();
-    let want = transcript(redis.port(), proto);
-    let got = transcript(pal.port(), proto);
-    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-        assert_reply(g, w, &format!("RESP{proto} pub/sub step {i}"));
-    }
-    assert_eq!(want.len(), got.len());
+    compare_with_redis("pub/sub", proto, transcript);
 }
 
 #[test]

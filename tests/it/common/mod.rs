@@ -154,6 +154,19 @@ pub fn as_bulk(reply: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Runs `transcript` against a fresh redis-server and a fresh Palisade node in protocol
+/// `proto`, and checks that every step's reply bytes are the same (`what` names the steps).
+pub fn compare_with_redis(what: &str, proto: u8, transcript: fn(u16, u8) -> Vec<Vec<u8>>) {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let want = transcript(redis.port(), proto);
+    let got = transcript(pal.port(), proto);
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_reply(g, w, &format!("RESP{proto} {what} step {i}"));
+    }
+    assert_eq!(want.len(), got.len(), "RESP{proto} {what}: number of steps");
+}
+
 /// Asserts that a reply equals the expected bytes, printing both readably on failure.
 #[track_caller]
 pub fn assert_reply(got: &[u8], want: &[u8], what: &str) {
