@@ -1,6 +1,6 @@
 //! Internal entries of the lock queue, proposed by the node that serves a waiter, never sent
 //! by clients: a waiter leaves the queue (`LockCancel`), a grant that reached no client is
-//! released (`LockReleaseToken`), and a restarted node drops the waiters its previous process
+//! released (`LockReleaseGrant`; older entries: `LockReleaseToken`), and a restarted node drops the waiters its previous process
 //! queued (`LockPurge`). See `state::locks`.
 
 use bytes::Bytes;
@@ -35,6 +35,8 @@ impl Replicated for LockCancel {
 }
 
 /// Releases the lease with this token: it was granted to a waiter whose client had gone.
+/// Written by older nodes only (new nodes write [`LockReleaseGrant`]); kept so that their
+/// entries replay as they were applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockReleaseToken {
     /// The lock's key.
@@ -51,6 +53,35 @@ impl Replicated for LockReleaseToken {
     /// 1 if that lease was still held (and is now released), else 0.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         let released = ks.lock_release_token(&self.key, self.token, ctx.now, ctx.revision);
+        Reply::Int(i64::from(released))
+    }
+}
+
+/// Releases the lease of one grant that reached no client (its waiter had gone), matched
+/// exactly: token, owner, and untouched since the grant, so that a lease its owner has since
+/// been told it holds (a retry's LOCK, a RENEW) is kept. Replaces [`LockReleaseToken`] for
+/// new entries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockReleaseGrant {
+    /// The lock's key.
+    pub key: Bytes,
+    /// The token of the grant.
+    pub token: u64,
+    /// The owner it was granted to.
+    pub owner: Bytes,
+    /// The waiter it was granted to (for the record: a token names one grant).
+    pub waiter: WaiterId,
+}
+
+impl Replicated for LockReleaseGrant {
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    /// 1 if that grant's lease was still held untouched (and is now released), else 0.
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        let released =
+            ks.lock_release_grant(&self.key, self.token, &self.owner, ctx.now, ctx.revision);
         Reply::Int(i64::from(released))
     }
 }

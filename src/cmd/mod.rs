@@ -49,6 +49,8 @@ pub mod ledit;
 pub mod list;
 pub mod lmove;
 pub mod lock;
+#[cfg(test)]
+mod lock_model;
 pub mod lockinfo;
 pub mod lockwait;
 pub mod lolwut;
@@ -151,6 +153,7 @@ registry::commands! {
         37 => LockCancel(LockCancel),
         38 => LockReleaseToken(LockReleaseToken),
         39 => LockPurge(LockPurge),
+        120 => LockReleaseGrant(LockReleaseGrant),
     ],
     hash: [22 => HSet(HSet), 23 => HDel(HDel), 24 => HIncrBy(HIncrBy), 25 => HRead(HRead)],
     hash_ext: [92 => HIncrByFloat(HIncrByFloat), 93 => HRandField(HRandField), 94 => HScan(HScan)],

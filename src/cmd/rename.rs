@@ -104,12 +104,13 @@ pub fn parse_copy(args: &mut Args) -> Result<Request, Reply> {
 fn put(ks: &mut Keyspace, dst: &Bytes, entry: &Entry, ctx: Ctx) {
     let poppable = matches!(entry.value, Value::List(_) | Value::ZSet(_));
     ks.remove(dst, ctx.now);
+    let token = ks.take_token(ctx.revision, false);
     ks.insert(
         dst.clone(),
         Entry {
             value: entry.value.clone(),
             expire_at: entry.expire_at,
-            token: ctx.revision,
+            token,
             modified: 0,
         },
     );

@@ -7,8 +7,13 @@
 //! registry and hands the token to the session. A grant that finds nobody registered (the
 //! client timed out, disconnected, or its request's outcome was unknown) is released through
 //! the log at once, so a lock never stays with a client that has gone.
+//!
+//! A grant that falls inside a snapshot install produces no event on this node. Once a
+//! second, the task looks for queued waiters that are no longer in their key's queue: one
+//! missing at two checks in a row is answered from the state (its token if its owner holds
+//! the lock, else an error that says its place was lost), so no waiter hangs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, oneshot, watch};
 
 use super::Shared;
-use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseToken};
+use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::state::{Event, LockEventKind, Value, WaiterId};
@@ -28,10 +33,26 @@ const PURGE_CHECK: Duration = Duration::from_secs(1);
 /// Attempts at releasing a grant that reached nobody (each waits for the write's outcome).
 const RELEASE_ATTEMPTS: usize = 5;
 
+/// Checks a queued waiter may be missing from its queue before it is answered from the
+/// state (the grant event of an entry applied here arrives within milliseconds; two checks a
+/// second apart rule it out).
+const LOST_AFTER: u8 = 2;
+/// How many answers given from the state are remembered, so that a late grant event for the
+/// same waiter is not taken for a grant that reached nobody.
+const ANSWERED_KEPT: usize = 1024;
+
+/// What a waiter is told: the token of its grant, or `None` when its place in the queue was
+/// lost (a snapshot install covered what happened to it).
+pub type Outcome = Option<u64>;
+
 struct Pending {
     key: Bytes,
     owner: Bytes,
-    tx: oneshot::Sender<u64>,
+    tx: oneshot::Sender<Outcome>,
+    /// Its LOCK applied and queued it (set by the session).
+    queued: bool,
+    /// Consecutive checks that found it in no queue.
+    misses: u8,
 }
 
 /// The clients of this node process that wait in a lock queue.
@@ -40,6 +61,8 @@ pub struct Waiters {
     boot: u64,
     next: AtomicU64,
     pending: Mutex<HashMap<u64, Pending>>,
+    /// Waiters answered from the state with a token: (seq, token), newest last.
+    answered: Mutex<VecDeque<(u64, u64)>>,
 }
 
 impl Waiters {
@@ -50,11 +73,12 @@ impl Waiters {
             boot,
             next: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
+            answered: Mutex::new(VecDeque::new()),
         }
     }
 
     /// Registers a waiter for `key` as `owner`; the receiver gets the token of its grant.
-    pub fn register(&self, key: Bytes, owner: Bytes) -> (WaiterId, oneshot::Receiver<u64>) {
+    pub fn register(&self, key: Bytes, owner: Bytes) -> (WaiterId, oneshot::Receiver<Outcome>) {
         let id = WaiterId {
             node: self.node,
             boot: self.boot,
@@ -62,9 +86,28 @@ impl Waiters {
         };
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id.seq, Pending { key, owner, tx });
+            p.insert(
+                id.seq,
+                Pending {
+                    key,
+                    owner,
+                    tx,
+                    queued: false,
+                    misses: 0,
+                },
+            );
         }
         (id, rx)
+    }
+
+    /// Notes that the waiter's LOCK applied and queued it: from now on, a waiter missing
+    /// from its queue is looked into.
+    pub fn mark_queued(&self, id: WaiterId) {
+        if let Ok(mut p) = self.pending.lock() {
+            if let Some(w) = p.get_mut(&id.seq) {
+                w.queued = true;
+            }
+        }
     }
 
     /// Unregisters a waiter. False if a grant has already been handed to it (its token is in
@@ -82,7 +125,71 @@ impl Waiters {
             return true; // another node's or another process's waiter: not ours to act on
         }
         let pending = self.pending.lock().ok().and_then(|mut p| p.remove(&id.seq));
-        pending.is_some_and(|p| p.tx.send(token).is_ok())
+        match pending {
+            Some(p) => p.tx.send(Some(token)).is_ok(),
+            // Already answered from the state with this very grant's token.
+            None => self.answered.lock().is_ok_and(|mut a| {
+                let pos = a.iter().position(|&(s, t)| s == id.seq && t == token);
+                pos.and_then(|i| a.remove(i)).is_some()
+            }),
+        }
+    }
+
+    /// Answers a waiter from the state: with `token`, or as lost.
+    fn answer(&self, pending: &mut HashMap<u64, Pending>, seq: u64, outcome: Outcome) {
+        let Some(p) = pending.remove(&seq) else {
+            return;
+        };
+        if let (Some(token), Ok(mut a)) = (outcome, self.answered.lock()) {
+            if a.len() >= ANSWERED_KEPT {
+                a.pop_front();
+            }
+            a.push_back((seq, token));
+        }
+        let _ = p.tx.send(outcome);
+    }
+}
+
+/// How a wait that its client ended (timeout, CLIENT UNBLOCK) stands in this node's state.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// A grant was already handed to the waiter: its token is in the receiver.
+    Delivered,
+    /// The waiter's owner holds the lock with this token, though no grant reached the
+    /// waiter (its event is still on its way, or a snapshot install covered it): the client
+    /// is told the token, as a LOCK by a holder is, and a late grant event for it is not
+    /// taken for a grant that reached nobody.
+    Held(u64),
+    /// Not held: the caller leaves the queue and answers as the wait's end says.
+    Free,
+}
+
+/// Unregisters a waiter whose client stopped waiting, and says whether its owner holds the
+/// lock: a waiter is never told nil while its owner holds the lock in this node's state.
+pub fn end_wait(shared: &Shared, id: WaiterId) -> Ended {
+    let Ok(st) = shared.state.read() else {
+        return if shared.waiters.forget(id) {
+            Ended::Free
+        } else {
+            Ended::Delivered
+        };
+    };
+    let now = super::reader::cluster_now(&shared.raft, &st, &shared.clock);
+    let Ok(mut pending) = shared.waiters.pending.lock() else {
+        return Ended::Free;
+    };
+    let Some(p) = pending.get(&id.seq) else {
+        return Ended::Delivered;
+    };
+    match holder_token(&st.ks, p, now) {
+        Some(token) => {
+            shared.waiters.answer(&mut pending, id.seq, Some(token));
+            Ended::Held(token)
+        }
+        None => {
+            pending.remove(&id.seq);
+            Ended::Free
+        }
     }
 }
 
@@ -96,16 +203,19 @@ pub fn cancel(shared: &Shared, key: Bytes, waiter: WaiterId) {
     );
 }
 
-/// Releases the lease with `token` on `key` (its grant reached no client), retrying a few
-/// times if the write's outcome is unknown.
-pub fn release(shared: &Arc<Shared>, key: Bytes, token: u64) {
+/// Releases the lease of the grant `token` to `owner` and `waiter` on `key` (it reached no
+/// client), retrying a few times if the write's outcome is unknown. The entry matches that
+/// grant exactly, so a lease the owner has since been told it holds stays.
+pub fn release(shared: &Arc<Shared>, key: Bytes, token: u64, owner: Bytes, waiter: WaiterId) {
     let shared = shared.clone();
     tokio::spawn(async move {
         let timeout = Duration::from_millis(shared.config.write_timeout_ms);
         for _ in 0..RELEASE_ATTEMPTS {
-            let cmd = Command::LockReleaseToken(LockReleaseToken {
+            let cmd = Command::LockReleaseGrant(LockReleaseGrant {
                 key: key.clone(),
                 token,
+                owner: owner.clone(),
+                waiter,
             });
             if let Ok(Ok(Reply::Int(_))) =
                 tokio::time::timeout(timeout, shared.proposer.submit(cmd)).await
@@ -130,9 +240,9 @@ pub async fn run(
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
-                Ok(Event::Lock { kind: LockEventKind::Granted, key, token, waiter: Some(id), .. }) => {
+                Ok(Event::Lock { kind: LockEventKind::Granted, key, token, owner, waiter: Some(id) }) => {
                     if !shared.waiters.deliver(id, token) {
-                        release(&shared, key, token);
+                        release(&shared, key, token, owner, id);
                     }
                 }
                 Ok(Event::Served { waiter, reply }) => super::popwait::deliver(&shared, waiter, &reply),
@@ -146,6 +256,7 @@ pub async fn run(
             },
             _ = purge.tick() => {
                 purge_stale(&shared);
+                answer_lost(&shared);
                 super::popwait::fail_lost(&shared);
             }
             _ = stop.changed() => return,
@@ -166,15 +277,56 @@ fn deliver_from_state(shared: &Shared) {
     };
     let granted: Vec<(u64, u64)> = pending
         .iter()
-        .filter_map(|(seq, p)| match st.ks.get(&p.key, now) {
-            Some(e) if e.value == Value::Str(p.owner.clone()) => Some((*seq, e.token)),
-            _ => None,
-        })
+        .filter_map(|(seq, p)| holder_token(&st.ks, p, now).map(|t| (*seq, t)))
         .collect();
     for (seq, token) in granted {
-        if let Some(p) = pending.remove(&seq) {
-            let _ = p.tx.send(token);
+        shared.waiters.answer(&mut pending, seq, Some(token));
+    }
+}
+
+/// The token of the lease `p`'s owner holds on its key at `now`, if it holds it.
+fn holder_token(ks: &crate::state::Keyspace, p: &Pending, now: u64) -> Option<u64> {
+    match ks.get(&p.key, now) {
+        Some(e) if matches!(&e.value, Value::Str(v) if *v == p.owner) => Some(e.token),
+        _ => None,
+    }
+}
+
+/// Answers the queued waiters that have been missing from their queue for [`LOST_AFTER`]
+/// checks with no grant reaching them (a snapshot install covered their grant, or their
+/// skip): with the token if their owner holds the lock, else with an error.
+fn answer_lost(shared: &Shared) {
+    let Ok(st) = shared.state.read() else {
+        return;
+    };
+    let now = super::reader::cluster_now(&shared.raft, &st, &shared.clock);
+    let Ok(mut pending) = shared.waiters.pending.lock() else {
+        return;
+    };
+    let (node, boot) = (shared.waiters.node, shared.waiters.boot);
+    let mut lost = Vec::new();
+    for (&seq, p) in pending.iter_mut().filter(|(_, p)| p.queued) {
+        let id = WaiterId { node, boot, seq };
+        let queued = st
+            .ks
+            .lock_meta(&p.key)
+            .is_some_and(|m| m.queue.iter().any(|w| w.id == id));
+        p.misses = if queued {
+            0
+        } else {
+            p.misses.saturating_add(1)
+        };
+        if p.misses >= LOST_AFTER {
+            lost.push((seq, holder_token(&st.ks, p, now)));
         }
+    }
+    for (seq, outcome) in lost {
+        tracing::warn!(
+            waiter = seq,
+            granted = outcome.is_some(),
+            "a lock waiter is in no queue and no grant reached it (a snapshot install covered it?); answering it from the state"
+        );
+        shared.waiters.answer(&mut pending, seq, outcome);
     }
 }
 

@@ -1105,7 +1105,7 @@ impl ClientHandler for Handler {
                 .map(
                     |(c, user)| match shared.check_forwarded(user.as_deref(), &c) {
                         Some(refused) => Err(refused),
-                        None if write => Ok(shared.proposer.submit(c)),
+                        None if write => Ok(shared.proposer.submit_forwarded(c)),
                         None => Ok(shared.reader.submit(c)),
                     },
                 )

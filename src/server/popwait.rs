@@ -219,13 +219,25 @@ pub fn give_back_now(shared: &Shared, cmd: &Command, reply: &Reply) {
 }
 
 /// Answers every registered waiter with an error (served replies were lost to a lagging
-/// event queue, so none can be trusted to come).
-pub fn fail_all(shared: &Shared, why: &str) {
-    let drained: Vec<Pending> = match shared.pop_waiters.pending.lock() {
-        Ok(mut p) => p.drain().map(|(_, v)| v).collect(),
+/// event queue, so none can be trusted to come). Each also leaves its queues through the log
+/// and is remembered as gone, so that a serve to it, before or after, is given back: a
+/// failed waiter left queued would take elements that no client receives.
+pub fn fail_all(shared: &Arc<Shared>, why: &str) {
+    let w = &shared.pop_waiters;
+    let drained: Vec<(u64, Pending)> = match w.pending.lock() {
+        Ok(mut p) => p.drain().collect(),
         Err(_) => return,
     };
-    for p in drained {
+    for (seq, p) in drained {
+        let id = WaiterId {
+            node: w.node,
+            boot: w.boot,
+            seq,
+        };
+        if let Ok(mut gone) = w.gone.lock() {
+            gone.insert(seq, (p.cmd.clone(), Instant::now()));
+        }
+        cancel(shared, &p.cmd, id);
         let _ = p.tx.send(Reply::err(format!("ERR {why}")));
     }
 }

@@ -20,6 +20,11 @@ use crate::cmd::Command;
 use crate::raft::{Batch, Raft};
 use crate::resp::Reply;
 
+/// The reply to a forwarded write that reached a node that no longer leads: it was not
+/// proposed, so a retry is safe.
+pub const NOT_LEADER: &str =
+    "TRYAGAIN leadership changed before the forwarded write was proposed; it was not applied";
+
 /// Most commands in one log entry.
 pub const MAX_BATCH: usize = 4096;
 /// Most batches proposed but not yet applied. Under openraft 0.9 this was 2: its core synced
@@ -36,6 +41,9 @@ struct Pending {
     /// check when it is forwarded.
     user: Option<Arc<str>>,
     reply: oneshot::Sender<Reply>,
+    /// Forwarded here by a follower that took this node for the leader: proposed here or
+    /// refused, never forwarded again (see [`Proposer::submit_forwarded`]).
+    forwarded: bool,
 }
 
 /// Counters the proposer keeps for INFO and housekeeping.
@@ -132,9 +140,33 @@ impl Proposer {
     /// Queues a client's write, sent by ACL user `user` (already checked on this node; the
     /// leader checks it again if it is forwarded).
     pub fn submit_as(&self, user: Option<Arc<str>>, cmd: Command) -> oneshot::Receiver<Reply> {
+        self.queue(user, cmd, false)
+    }
+
+    /// Queues a write a follower forwarded to this node (its ACL user already checked
+    /// here). If this node is no longer the leader when the write's batch is formed, the
+    /// write is refused with [`NOT_LEADER`] rather than forwarded again: a second hop could
+    /// deliver it after the follower has given up on it (and, say, cancelled a waiter it
+    /// queued), or after a later write of the same connection that went straight to the new
+    /// leader. A refused write was not proposed, so the client may simply retry.
+    pub fn submit_forwarded(&self, cmd: Command) -> oneshot::Receiver<Reply> {
+        self.queue(None, cmd, true)
+    }
+
+    fn queue(
+        &self,
+        user: Option<Arc<str>>,
+        cmd: Command,
+        forwarded: bool,
+    ) -> oneshot::Receiver<Reply> {
         let (reply, rx) = oneshot::channel();
         // If the proposer has stopped, the dropped sender reports the failure to the caller.
-        let _ = self.tx.send(Pending { cmd, user, reply });
+        let _ = self.tx.send(Pending {
+            cmd,
+            user,
+            reply,
+            forwarded,
+        });
         rx
     }
 }
@@ -177,6 +209,17 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, ctx: Ctx) {
         drain(&mut rx, &mut batch);
         // Decided once: a batch forwarded without its users would skip the leader's check.
         let local = ctx.link.leader() == Leader::Me;
+        if !local {
+            // Writes forwarded to this node are never forwarded again.
+            let (refused, rest): (Vec<_>, Vec<_>) = batch.into_iter().partition(|p| p.forwarded);
+            for p in refused {
+                let _ = p.reply.send(Reply::err(NOT_LEADER));
+            }
+            batch = rest;
+            if batch.is_empty() {
+                continue;
+            }
+        }
         let users = if local {
             Vec::new()
         } else {

@@ -11,6 +11,7 @@
 
 mod acl;
 mod blocking;
+mod hangup;
 mod lockwait;
 mod pubsub;
 pub mod stats;
@@ -73,6 +74,9 @@ pub struct Session {
     reply_skip: u8,
     /// MONITOR: the node's command lines, while this connection monitors.
     monitor: Option<super::monitor::Feed>,
+    /// Bytes the client sent while a blocking command waited (`session::hangup`): parsed
+    /// after what was already buffered.
+    early_input: BytesMut,
 }
 
 enum Slot {
@@ -189,6 +193,7 @@ pub async fn serve(
             reply_off: false,
             reply_skip: 0,
             monitor: None,
+            early_input: BytesMut::new(),
         };
         let mut stream = stream;
         if let Err(e) = s.run(&mut stream, &mut stop).await {
@@ -245,6 +250,12 @@ impl Session {
                     if self.quit {
                         break;
                     }
+                }
+                // What the client sent while a command blocked comes after what was buffered.
+                if !self.early_input.is_empty() {
+                    buf.extend_from_slice(&self.early_input);
+                    self.early_input = BytesMut::new();
+                    capped = true;
                 }
                 self.finish_slots(stream).await?;
                 self.flush(stream).await?;

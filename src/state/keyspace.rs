@@ -148,6 +148,11 @@ pub struct Keyspace {
     /// This node's `notify-keyspace-events` classes ([`super::notify`]): which keyspace
     /// notifications apply records. A local output filter, never part of the state.
     notify_flags: u32,
+    /// The last token the current command gave out, and whether to a lock grant (not
+    /// state: reset by [`Keyspace::bump_revision`] when the next command starts). It is how
+    /// a command that grants twice, or grants after a write, gives each grant a revision of
+    /// its own ([`Keyspace::take_token`]).
+    last_token: Option<(u64, bool)>,
 }
 
 /// Undo information for one script run: the first old value of everything it touched.
@@ -284,10 +289,30 @@ impl Keyspace {
         self.revision
     }
 
-    /// Advances and returns the revision.
+    /// Advances and returns the revision: a command (or a script's call) starts.
     pub fn bump_revision(&mut self) -> u64 {
         self.revision += 1;
+        self.last_token = None;
         self.revision
+    }
+
+    /// The token for a key the current command writes (`grant`: a lock grant), given the
+    /// command's revision. Design rule: no revision is handed to two grants.
+    /// - A grant takes `revision` unless this command already gave that revision (or a
+    ///   later one) to a key; then it advances the revision and takes the new one.
+    /// - A plain write takes `revision` unless a grant of this command took it. Several keys
+    ///   written by one command (MSET) share its revision, as they always have, so that the
+    ///   log replays to the same state.
+    pub fn take_token(&mut self, revision: u64, grant: bool) -> u64 {
+        let token = match self.last_token {
+            Some((last, last_grant)) if revision <= last && (grant || last_grant) => {
+                self.revision = self.revision.max(last) + 1;
+                self.revision
+            }
+            _ => revision,
+        };
+        self.last_token = Some((token, grant));
+        token
     }
 
     /// The cluster clock.
@@ -367,10 +392,11 @@ impl Keyspace {
             None => match empty {
                 None => return Ok(None),
                 Some(make) => {
+                    let token = self.take_token(self.revision, false);
                     let entry = Entry {
                         value: make(),
                         expire_at: None,
-                        token: self.revision,
+                        token,
                         modified: self.revision,
                     };
                     self.insert(key.clone(), entry);
@@ -420,7 +446,7 @@ impl Keyspace {
         let entry = Entry {
             value,
             expire_at: None,
-            token: revision,
+            token: self.take_token(revision, false),
             modified: 0,
         };
         self.insert(key.clone(), entry);
@@ -468,7 +494,7 @@ impl Keyspace {
                 token,
                 ..
             }) if *old == value => *token,
-            _ => revision,
+            _ => self.take_token(revision, false),
         };
         self.insert(
             key,

@@ -160,8 +160,8 @@ impl Keyspace {
             }
             Some(_) => {}
             None if !self.lock_blocked(a.key, now) => {
-                self.grant(a.key, a.owner, a.ttl_ms, a.delay_ms, None, now, revision);
-                return Acquired::Granted(revision);
+                let token = self.grant(a.key, a.owner, a.ttl_ms, a.delay_ms, None, now, revision);
+                return Acquired::Granted(token);
             }
             None => {}
         }
@@ -200,8 +200,37 @@ impl Keyspace {
         true
     }
 
+    /// Releases the lease of a grant that reached no client (its waiter had gone), and
+    /// grants the lock to the next waiter. It matches that grant exactly: the lease must
+    /// still have `token` and `owner`, and be untouched since it was granted. A lease that
+    /// its owner has since re-locked or renewed (a retry that was told it holds the lock)
+    /// is kept. True if it released.
+    pub fn lock_release_grant(
+        &mut self,
+        key: &Bytes,
+        token: u64,
+        owner: &[u8],
+        now: u64,
+        revision: u64,
+    ) -> bool {
+        self.settle_lock(key, now, revision);
+        match self.get(key, now) {
+            Some(Entry {
+                value: Value::Str(v),
+                token: t,
+                modified,
+                ..
+            }) if *t == token && v == owner && *modified <= token => {
+                self.release(key, token, now, revision);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Releases the lock if its lease has `token` (a grant to a waiter whose client has
-    /// gone), and grants it to the next waiter.
+    /// gone), and grants it to the next waiter. Only for log entries written before
+    /// [`Keyspace::lock_release_grant`] existed (tag 38), which replay as they were applied.
     pub fn lock_release_token(&mut self, key: &Bytes, token: u64, now: u64, revision: u64) -> bool {
         self.settle_lock(key, now, revision);
         match self.get(key, now) {
@@ -329,6 +358,8 @@ impl Keyspace {
         }
         let granted = next.is_some();
         if let Some(w) = next {
+            // Its own revision, even when this command granted or wrote before (an UNLOCK
+            // that settles, releases, then settles again; a MULTI or script).
             self.grant(
                 key,
                 &w.owner,
@@ -384,7 +415,8 @@ impl Keyspace {
             .is_some_and(|m| m.blocked_until > now || !m.queue.is_empty())
     }
 
-    /// Gives the lock to `owner` with token `revision`.
+    /// Gives the lock to `owner` and returns its token: `revision`, or a new revision if
+    /// this command already gave `revision` out ([`Keyspace::take_token`]).
     #[allow(clippy::too_many_arguments)]
     fn grant(
         &mut self,
@@ -395,18 +427,20 @@ impl Keyspace {
         waiter: Option<WaiterId>,
         now: u64,
         revision: u64,
-    ) {
+    ) -> u64 {
+        let token = self.take_token(revision, true);
         self.insert(
             key.clone(),
             Entry {
                 value: Value::Str(owner.clone()),
                 expire_at: Some(now.saturating_add(ttl_ms)),
-                token: revision,
+                token,
                 modified: 0,
             },
         );
-        self.set_lease_delay(key, revision, delay_ms, now);
-        self.emit_lock(LockEventKind::Granted, key, revision, owner, waiter);
+        self.set_lease_delay(key, token, delay_ms, now);
+        self.emit_lock(LockEventKind::Granted, key, token, owner, waiter);
+        token
     }
 
     /// Removes the lease with `token` (no lock-delay: it was released, not lost) and grants

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use palisade::cmd::evict::{Evict, Tick};
 use palisade::cmd::lock::{Acquire, Lock};
-use palisade::cmd::lockwait::{LockCancel, LockPurge, LockReleaseToken};
+use palisade::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant, LockReleaseToken};
 use palisade::cmd::multi::{Exec, Versions};
 use palisade::cmd::popwait::{PopCancel, PopWait};
 use palisade::cmd::{Command, Request};
@@ -226,6 +226,7 @@ const RECIPES: &[&str] = &[
     "GEORADIUSBYMEMBER_RO g a 10 mi",
     "GEOSEARCHSTORE d g FROMMEMBER a BYRADIUS 1 km STOREDIST",
     "GEORADIUS g 15 37 200 km STORE d",
+    "@lock-release-grant",
 ];
 
 fn fixture() -> PathBuf {
@@ -283,6 +284,12 @@ fn command(recipe: &str) -> Command {
             token: 300,
         }),
         "@lock-purge" => Command::LockPurge(LockPurge { node: 2, boot: 77 }),
+        "@lock-release-grant" => Command::LockReleaseGrant(LockReleaseGrant {
+            key: b("l"),
+            token: 300,
+            owner: b("owner"),
+            waiter: waiter(),
+        }),
         "@versions" => Command::Versions(Versions {
             keys: vec![b("a"), b("b")],
         }),

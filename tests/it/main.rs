@@ -36,6 +36,7 @@ mod info_stats;
 mod layers;
 mod lists_blocking;
 mod lock_queue;
+mod lock_safety;
 mod lock_scripts;
 mod locks;
 mod peer_auth;

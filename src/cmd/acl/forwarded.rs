@@ -57,6 +57,7 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::FenceCheck(c) => (&["fencecheck"], one(&c.key), none()),
         C::LockCancel(c) => (&["lock"], one(&c.key), none()),
         C::LockReleaseToken(c) => (&["unlock"], one(&c.key), none()),
+        C::LockReleaseGrant(c) => (&["unlock"], one(&c.key), none()),
         C::HSet(c) => (&["hset", "hmset", "hsetnx"], one(&c.key), none()),
         C::HDel(c) => (&["hdel"], one(&c.key), none()),
         C::HIncrBy(c) => (&["hincrby"], one(&c.key), none()),

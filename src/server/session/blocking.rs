@@ -11,6 +11,7 @@ use super::super::clients::UnblockWait;
 use super::super::popwait;
 use super::super::stream::ClientStream;
 use super::super::Shared;
+use super::hangup::HangupWatch;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -225,15 +226,14 @@ impl Session {
         let mut unblock = UnblockWait::arm(switches.clone());
         // Queued: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
         let _blocked = shared.clients.block(self.id);
-        let mut watch_peer = true;
-        loop {
+        let mut watch = HangupWatch::new(shared.limits().max_query_buffer);
+        let reply = async { loop {
             let timeout = async {
                 match until {
                     Some(t) => tokio::time::sleep_until(t).await,
                     None => std::future::pending().await,
                 }
             };
-            let mut probe = [0u8; 1];
             tokio::select! {
                 r = &mut served => {
                     return r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"));
@@ -260,19 +260,20 @@ impl Session {
                     }
                     return down;
                 }
-                // Notice a client that hangs up while blocked (data means it is alive).
-                r = stream.peek(&mut probe), if watch_peer => match r {
-                    Ok(0) | Err(_) => {
-                        let reply = stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await;
-                        if reply != Reply::NilArray {
-                            popwait::give_back_now(&shared, &cmd, &reply);
-                        }
-                        return Reply::NilArray;
+                // A client that hangs up while blocked, even after sending more commands.
+                () = watch.hung_up(stream) => {
+                    let reply = stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await;
+                    if reply != Reply::NilArray {
+                        popwait::give_back_now(&shared, &cmd, &reply);
                     }
-                    Ok(_) => watch_peer = false,
-                },
+                    return Reply::NilArray;
+                }
             }
-        }
+        } }
+        .await;
+        self.early_input
+            .extend_from_slice(&watch.into_early_input());
+        reply
     }
 }
 

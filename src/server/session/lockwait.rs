@@ -1,18 +1,43 @@
 //! `LOCK ... WAIT`: the session joins the key's queue through the log and blocks until the
-//! node's waiter task hands it the grant (see `server::lockwait`), the wait runs out, or the
-//! client hangs up.
+//! node's waiter task hands it the grant (see `server::lockwait`), the wait runs out, the
+//! client hangs up or is killed, or CLIENT UNBLOCK ends it.
 
 use std::time::Duration;
 
 use super::super::stream::ClientStream;
+use bytes::Bytes;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::hangup::HangupWatch;
 use super::{await_write, Session};
 use crate::cmd::lock::{Acquire, QUEUED};
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::server::clients::UnblockWait;
-use crate::server::lockwait::{cancel, release};
+use crate::server::lockwait::{cancel, end_wait, release, Ended, Outcome};
+use crate::state::WaiterId;
+
+/// What a waiter whose place in the queue was lost is told (its outcome is unknown to its
+/// node; a retry of the same LOCK is safe).
+const LOST: &str =
+    "ERR the lock wait lost its place in the queue (its node installed a snapshot); retry";
+
+/// The reply for what the waiter task handed over.
+fn outcome_reply(outcome: Result<Outcome, oneshot::error::RecvError>) -> Reply {
+    match outcome {
+        Ok(Some(t)) => Reply::Int(t as i64),
+        Ok(None) => Reply::err(LOST),
+        Err(_) => Reply::err("ERR internal: the lock waiter was dropped"),
+    }
+}
+
+/// One waiter's identity, for leaving the queue or giving a grant back.
+struct Ticket {
+    key: Bytes,
+    owner: Bytes,
+    id: WaiterId,
+}
 
 impl Session {
     /// Proposes the LOCK with this session as its waiter, and waits for the answer.
@@ -22,8 +47,14 @@ impl Session {
         stream: &mut ClientStream,
     ) -> Reply {
         let shared = self.shared.clone();
-        let key = lock.key.clone();
-        let (id, mut granted) = shared.waiters.register(key.clone(), lock.owner.clone());
+        let (id, granted) = shared
+            .waiters
+            .register(lock.key.clone(), lock.owner.clone());
+        let ticket = Ticket {
+            key: lock.key.clone(),
+            owner: lock.owner.clone(),
+            id,
+        };
         lock.waiter = Some(id);
         let until = match lock.wait_ms {
             Some(ms) if ms > 0 => Some(Instant::now() + Duration::from_millis(ms)),
@@ -37,83 +68,113 @@ impl Session {
         )
         .await;
         match &reply {
-            Reply::Simple(s) if s == QUEUED => {}
+            Reply::Simple(s) if s == QUEUED => shared.waiters.mark_queued(id),
             Reply::Int(_) | Reply::Nil => {
                 shared.waiters.forget(id);
                 return reply;
             }
             // An error, or an unknown outcome: the LOCK may have been queued all the same.
             _ => {
-                if shared.waiters.forget(id) {
-                    cancel(&shared, key, id);
-                } else if let Ok(token) = granted.try_recv() {
-                    release(&shared, key, token);
-                }
+                leave(&shared, &ticket, granted).await;
                 return reply;
             }
         }
-        let mut unblock = UnblockWait::arm(self.killed.clone());
+        let mut watch = HangupWatch::new(shared.limits().max_query_buffer);
+        let reply = self
+            .lock_blocked(&ticket, until, granted, &mut watch, stream)
+            .await;
+        self.early_input
+            .extend_from_slice(&watch.into_early_input());
+        reply
+    }
+
+    /// Blocked in the queue until an answer.
+    async fn lock_blocked(
+        &mut self,
+        t: &Ticket,
+        until: Option<Instant>,
+        mut granted: oneshot::Receiver<Outcome>,
+        watch: &mut HangupWatch,
+        stream: &mut ClientStream,
+    ) -> Reply {
+        let shared = self.shared.clone();
+        let switches = self.killed.clone();
+        let mut unblock = UnblockWait::arm(switches.clone());
         // In the queue: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
         let _blocked = shared.clients.block(self.id);
-        let mut watch_peer = true;
-        let mut probe = [0u8; 1];
-        loop {
-            let timeout = async {
-                match until {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
+        let timeout = async {
+            match until {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(timeout);
+        tokio::select! {
+            outcome = &mut granted => outcome_reply(outcome),
+            error = unblock.wait() => {
+                let free = match super::blocking::unblock_reply(error) {
+                    Reply::NilArray => Reply::Nil,
+                    error => error,
+                };
+                stop_waiting(&shared, t, granted, free).await
+            }
+            _ = &mut timeout => stop_waiting(&shared, t, granted, Reply::Nil).await,
+            // CLIENT KILL: the connection closes unanswered; a grant is given back.
+            _ = switches.notify.notified() => {
+                leave(&shared, t, granted).await;
+                Reply::Nil
+            }
+            _ = self.stop.changed() => {
+                leave(&shared, t, granted).await;
+                Reply::err("ERR server is shutting down")
+            }
+            // A client that hangs up while it waits, even after sending more commands.
+            () = watch.hung_up(stream) => {
+                if shared.waiters.forget(t.id) {
+                    cancel(&shared, t.key.clone(), t.id);
+                } else if let Ok(Some(token)) = granted.await {
+                    // Granted to a connection that has closed: released at once.
+                    release(&shared, t.key.clone(), token, t.owner.clone(), t.id);
                 }
-            };
-            tokio::select! {
-                token = &mut granted => return match token {
-                    Ok(t) => Reply::Int(t as i64),
-                    Err(_) => Reply::err("ERR internal: the lock waiter was dropped"),
-                },
-                error = unblock.wait() => {
-                    if shared.waiters.forget(id) {
-                        cancel(&shared, key, id);
-                        return match super::blocking::unblock_reply(error) {
-                            Reply::NilArray => Reply::Nil,
-                            error => error,
-                        };
-                    }
-                    // Granted just now: the token is on its way.
-                    return match granted.await {
-                        Ok(t) => Reply::Int(t as i64),
-                        Err(_) => Reply::Nil,
-                    };
-                }
-                _ = timeout => {
-                    if shared.waiters.forget(id) {
-                        cancel(&shared, key, id);
-                        return Reply::Nil;
-                    }
-                    // Granted just now: the token is on its way.
-                    return match granted.await {
-                        Ok(t) => Reply::Int(t as i64),
-                        Err(_) => Reply::Nil,
-                    };
-                }
-                _ = self.stop.changed() => {
-                    if shared.waiters.forget(id) {
-                        cancel(&shared, key, id);
-                    }
-                    return Reply::err("ERR server is shutting down");
-                }
-                // Notice a client that hangs up while it waits (data means it is alive).
-                r = stream.peek(&mut probe), if watch_peer => match r {
-                    Ok(0) | Err(_) => {
-                        if shared.waiters.forget(id) {
-                            cancel(&shared, key, id);
-                        } else if let Ok(token) = granted.await {
-                            // Granted to a connection that has closed: released at once.
-                            release(&shared, key, token);
-                        }
-                        return Reply::Nil;
-                    }
-                    Ok(_) => watch_peer = false,
-                },
+                Reply::Nil
             }
         }
+    }
+}
+
+/// Stops a wait its client ended (timeout, CLIENT UNBLOCK): the token if the waiter was
+/// granted or its owner holds the lock, else `free` (and the waiter leaves the queue).
+async fn stop_waiting(
+    shared: &std::sync::Arc<crate::server::Shared>,
+    t: &Ticket,
+    granted: oneshot::Receiver<Outcome>,
+    free: Reply,
+) -> Reply {
+    match end_wait(shared, t.id) {
+        // Granted just now: the token is on its way.
+        Ended::Delivered => outcome_reply(granted.await),
+        Ended::Held(token) => {
+            // Still queued if the owner holds the lock through another connection.
+            cancel(shared, t.key.clone(), t.id);
+            Reply::Int(token as i64)
+        }
+        Ended::Free => {
+            cancel(shared, t.key.clone(), t.id);
+            free
+        }
+    }
+}
+
+/// Stops waiting with no client to answer: leaves the queue, or gives back a grant that has
+/// already been handed over (it is on its way: the waiter task sends as it unregisters).
+async fn leave(
+    shared: &std::sync::Arc<crate::server::Shared>,
+    t: &Ticket,
+    granted: oneshot::Receiver<Outcome>,
+) {
+    if shared.waiters.forget(t.id) {
+        cancel(shared, t.key.clone(), t.id);
+    } else if let Ok(Some(token)) = granted.await {
+        release(shared, t.key.clone(), token, t.owner.clone(), t.id);
     }
 }

@@ -1,0 +1,540 @@
+//! A model-based property test of the lock state machine, through the real apply path
+//! (`store::state_machine::apply_batch`): random sequences of LOCK (with WAIT and DELAY),
+//! SET NX PX, UNLOCK, RENEW, DEL, PEXPIRE, FLUSHALL, FENCEDSET, MULTI/EXEC, eviction
+//! entries, cancels, releases of grants that reached nobody, purges, and snapshot restores,
+//! checked against a small reference model of the queues:
+//! - every grant has a token no other grant had, and a LOCK reply's token belongs to one
+//!   (key, owner) only;
+//! - a key's grants have rising tokens, and no token exceeds the revision;
+//! - grants to waiters follow the queue order (skipping waits that ran out), a waiter is
+//!   granted at most once, and only while queued;
+//! - fences never go down;
+//! - a replica that restores from its persisted parts at any point stays identical to one
+//!   that never did.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::evict::Evict;
+use super::lock::Acquire;
+use super::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
+use super::multi::Exec;
+use super::{parse, Command, Request};
+use crate::raft_types::Batch;
+use crate::resp::Reply;
+use crate::state::{Event, Keyspace, LockEventKind, Value, WaiterId};
+use crate::store::state_machine::apply_batch;
+
+const KEYS: [&str; 2] = ["k0", "k1"];
+const OWNERS: [&str; 3] = ["a", "b", "c"];
+
+/// One step of a history.
+#[derive(Clone, Debug)]
+enum Op {
+    /// LOCK key owner PX ttl [WAIT wait] [DELAY delay]; `wait` needs a waiter (node).
+    Lock {
+        key: usize,
+        owner: usize,
+        ttl: u64,
+        wait: Option<(u64, u64)>,
+        delay: u64,
+    },
+    /// A plain data command line (key and owner indices filled in).
+    Line(usize, usize, u8),
+    /// Several data command lines in one MULTI/EXEC.
+    Multi(Vec<(usize, usize, u8)>),
+    /// The leader's eviction entry for what is due.
+    Evict,
+    /// A waiter's node takes it out of the queue (its wait ended there).
+    Cancel(usize),
+    /// A grant's node found its waiter gone and releases it.
+    ReleaseGrant(usize),
+    /// A node restarted (new boot id) and purges its old waiters.
+    Purge(u64),
+    /// The replica restores from its persisted parts (a snapshot install or restart).
+    Restore,
+    /// Cluster time passes.
+    Sleep(u64),
+}
+
+fn line(key: usize, owner: usize, kind: u8) -> String {
+    let (k, o) = (KEYS[key], OWNERS[owner]);
+    match kind % 8 {
+        0 => format!("UNLOCK {k} {o}"),
+        1 => format!("RENEW {k} {o} PX 300"),
+        2 => format!("DEL {k}"),
+        3 => format!("PEXPIRE {k} 50"),
+        4 => format!("SET {k} {o} NX PX 200"),
+        5 => "FLUSHALL".to_string(),
+        6 => format!("FENCEDSET r{key} v {}", owner * 7),
+        _ => format!("LOCK {k} {o} PX 150"),
+    }
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0..KEYS.len();
+    let o = 0..OWNERS.len();
+    let wait =
+        proptest::option::weighted(0.7, (1u64..3, prop_oneof![1 => Just(0u64), 3 => 1u64..300]));
+    let delay = prop_oneof![3 => Just(0u64), 1 => 1u64..200];
+    prop_oneof![
+        6 => (k.clone(), o.clone(), 50u64..400, wait, delay)
+            .prop_map(|(key, owner, ttl, wait, delay)| Op::Lock { key, owner, ttl, wait, delay }),
+        // UNLOCK, often by an owner that is queued rather than holding.
+        4 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Line(k, o, 0)),
+        4 => (k.clone(), o.clone(), any::<u8>()).prop_map(|(k, o, x)| Op::Line(k, o, x)),
+        2 => proptest::collection::vec((k, o, any::<u8>()), 1..4).prop_map(Op::Multi),
+        2 => Just(Op::Evict),
+        1 => (0usize..64).prop_map(Op::Cancel),
+        1 => (0usize..64).prop_map(Op::ReleaseGrant),
+        1 => (1u64..3).prop_map(Op::Purge),
+        1 => Just(Op::Restore),
+        3 => (1u64..200).prop_map(Op::Sleep),
+    ]
+}
+
+/// Cases per run: `PALISADE_MODEL_CASES` (scripts/model.sh runs many more), else 1,000.
+fn cases() -> u32 {
+    std::env::var("PALISADE_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000)
+}
+
+fn parsed(text: &str) -> Command {
+    let argv = text
+        .split(' ')
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect();
+    match parse(argv) {
+        Ok(Request::Write(c)) => c,
+        other => panic!("{text}: not a write: {other:?}"),
+    }
+}
+
+/// A replica rebuilt from what the store persists (as `StateMachine::open` does).
+fn restored(ks: &Keyspace) -> Keyspace {
+    let mut back = Keyspace::from_parts(
+        ks.entries().clone(),
+        ks.fences().clone(),
+        ks.revision(),
+        *ks.clock(),
+    );
+    back.set_lock_metas(ks.lock_metas().clone());
+    back.set_pop_queues(ks.pop_queues().clone());
+    back
+}
+
+/// The replicated state two replicas must agree on.
+#[allow(clippy::type_complexity)]
+fn state(
+    ks: &Keyspace,
+) -> (
+    Vec<(Bytes, crate::state::Entry)>,
+    Vec<(Bytes, u64)>,
+    u64,
+    Vec<(Bytes, crate::state::LockMeta)>,
+) {
+    (
+        ks.entries()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        ks.fences().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        ks.revision(),
+        ks.lock_metas()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// A queued waiter in the reference model.
+#[derive(Clone, Debug)]
+struct Queued {
+    id: WaiterId,
+    owner: Bytes,
+    deadline: Option<u64>,
+}
+
+#[derive(Default)]
+struct Checker {
+    /// token -> (key, owner) of every grant or LOCK reply seen.
+    tokens: HashMap<u64, (Bytes, Bytes)>,
+    /// Last grant token per key.
+    last: HashMap<Bytes, u64>,
+    /// The reference queues.
+    queues: HashMap<Bytes, Vec<Queued>>,
+    /// Every grant to a waiter: (key, token, owner, waiter).
+    grants: Vec<(Bytes, u64, Bytes, WaiterId)>,
+    /// Waiters granted so far.
+    granted: std::collections::HashSet<WaiterId>,
+    fences: BTreeMap<Bytes, u64>,
+}
+
+impl Checker {
+    fn token(&mut self, token: u64, key: &Bytes, owner: &Bytes) {
+        let mine = (key.clone(), owner.clone());
+        let seen = self.tokens.entry(token).or_insert_with(|| mine.clone());
+        assert_eq!(*seen, mine, "token {token} given to two grants");
+    }
+
+    /// Checks the events of one entry at cluster time `now`.
+    fn events(&mut self, events: Vec<Event>, now: u64, revision: u64) {
+        for e in events {
+            let Event::Lock {
+                kind: LockEventKind::Granted,
+                key,
+                token,
+                owner,
+                waiter,
+            } = e
+            else {
+                continue;
+            };
+            assert!(token <= revision, "token {token} above revision {revision}");
+            self.token(token, &key, &owner);
+            let last = self.last.insert(key.clone(), token);
+            assert!(
+                last.is_none_or(|l| l < token),
+                "grant tokens of {key:?} went from {last:?} to {token}"
+            );
+            let Some(id) = waiter else { continue };
+            assert!(self.granted.insert(id), "waiter {id:?} granted twice");
+            let q = self.queues.entry(key.clone()).or_default();
+            // Waits that ran out are skipped; the grant goes to the first live waiter.
+            while q
+                .first()
+                .is_some_and(|w| w.deadline.is_some_and(|d| d <= now))
+            {
+                q.remove(0);
+            }
+            assert!(
+                !q.is_empty(),
+                "grant to {id:?} on {key:?}, whose queue is empty"
+            );
+            let head = q.remove(0);
+            assert_eq!(head.id, id, "grant out of FIFO order on {key:?}");
+            assert_eq!(head.owner, owner);
+            self.grants.push((key, token, owner, id));
+        }
+    }
+
+    fn fences(&mut self, ks: &Keyspace) {
+        for (k, f) in ks.fences() {
+            let old = self.fences.insert(k.clone(), *f).unwrap_or(0);
+            assert!(*f >= old, "fence of {k:?} went down from {old} to {f}");
+        }
+        for (k, f) in &self.fences {
+            assert!(ks.fence(k) >= *f, "fence of {k:?} lost");
+        }
+    }
+
+    /// The model queue follows the real one where the model cannot predict on its own
+    /// (skips of waits that ran out happen lazily); it must hold the same waiters in the
+    /// same order, apart from those skipped.
+    fn compare_queues(&mut self, ks: &Keyspace, now: u64) {
+        for key in KEYS {
+            let key = Bytes::from_static(key.as_bytes());
+            let real: Vec<WaiterId> = ks
+                .lock_meta(&key)
+                .map(|m| m.queue.iter().map(|w| w.id).collect())
+                .unwrap_or_default();
+            let model = self.queues.entry(key.clone()).or_default();
+            // Drop from the model the waiters the real queue skipped (wait ran out).
+            model.retain(|w| real.contains(&w.id) || w.deadline.is_none_or(|d| d > now));
+            let ids: Vec<WaiterId> = model.iter().map(|w| w.id).collect();
+            assert_eq!(ids, real, "queue of {key:?} differs from the model");
+        }
+    }
+}
+
+struct World {
+    ks: Keyspace,
+    twin: Keyspace,
+    now: u64,
+    next_seq: u64,
+    boot: [u64; 3],
+    check: Checker,
+}
+
+impl World {
+    fn apply(&mut self, cmd: Command) -> Reply {
+        let batch = Batch {
+            ts: self.now,
+            boot: 1,
+            cmds: vec![cmd],
+        };
+        let reply = apply_batch(&mut self.ks, 1, &batch).0.remove(0);
+        apply_batch(&mut self.twin, 1, &batch);
+        let events = self.ks.take_events();
+        self.twin.take_events();
+        self.check.events(events, self.now, self.ks.revision());
+        self.check.fences(&self.ks);
+        assert_eq!(state(&self.ks), state(&self.twin), "replicas diverged");
+        reply
+    }
+
+    fn step(&mut self, op: Op) {
+        self.act(op);
+        self.check.compare_queues(&self.ks, self.now);
+    }
+
+    fn act(&mut self, op: Op) {
+        match op {
+            Op::Lock {
+                key,
+                owner,
+                ttl,
+                wait,
+                delay,
+            } => {
+                let (k, o) = (
+                    Bytes::from_static(KEYS[key].as_bytes()),
+                    Bytes::from_static(OWNERS[owner].as_bytes()),
+                );
+                let waiter = wait.map(|(node, _)| {
+                    self.next_seq += 1;
+                    WaiterId {
+                        node,
+                        boot: self.boot[node as usize],
+                        seq: self.next_seq,
+                    }
+                });
+                let wait_ms = wait.map(|(_, ms)| ms);
+                let cmd = Command::Acquire(Acquire {
+                    key: k.clone(),
+                    owner: o.clone(),
+                    ttl_ms: ttl,
+                    wait_ms,
+                    delay_ms: Some(delay),
+                    waiter,
+                });
+                let now = self.now;
+                match self.apply(cmd) {
+                    Reply::Int(t) => self.check.token(t as u64, &k, &o),
+                    Reply::Nil => {}
+                    Reply::Simple(s) if s == super::lock::QUEUED => {
+                        let id = waiter.expect("queued without a waiter");
+                        let q = self.check.queues.entry(k).or_default();
+                        let w = Queued {
+                            id,
+                            owner: o.clone(),
+                            deadline: wait_ms.filter(|&m| m > 0).map(|m| now + m),
+                        };
+                        // A retry by a queued owner keeps its place.
+                        match q.iter_mut().find(|x| x.owner == o) {
+                            Some(x) => *x = w,
+                            None => q.push(w),
+                        }
+                    }
+                    other => panic!("LOCK replied {other:?}"),
+                }
+            }
+            Op::Line(k, o, kind) => {
+                let text = line(k, o, kind);
+                let reply = self.apply(parsed(&text));
+                if let (Reply::Int(t), true) = (
+                    &reply,
+                    text.starts_with("LOCK") || text.starts_with("RENEW"),
+                ) {
+                    let (k, o) = (
+                        Bytes::from_static(KEYS[k].as_bytes()),
+                        Bytes::from_static(OWNERS[o].as_bytes()),
+                    );
+                    self.check.token(*t as u64, &k, &o);
+                }
+            }
+            Op::Multi(lines) => {
+                let cmds = lines
+                    .iter()
+                    .map(|&(k, o, x)| parsed(&line(k, o, x)))
+                    .collect();
+                self.apply(Command::Exec(Exec {
+                    watched: Vec::new(),
+                    cmds,
+                }));
+            }
+            Op::Evict => {
+                let now = self.now;
+                let mut keys = self.ks.locks_due(now, 100);
+                for k in KEYS {
+                    let k = Bytes::from_static(k.as_bytes());
+                    if self.ks.entries().get(&k).is_some_and(|e| !e.live(now)) && !keys.contains(&k)
+                    {
+                        keys.push(k);
+                    }
+                }
+                if !keys.is_empty() {
+                    self.apply(Command::Evict(Evict { keys }));
+                }
+            }
+            Op::Cancel(i) => {
+                let all: Vec<(Bytes, WaiterId)> = self
+                    .check
+                    .queues
+                    .iter()
+                    .flat_map(|(k, q)| q.iter().map(|w| (k.clone(), w.id)))
+                    .collect();
+                if all.is_empty() {
+                    return;
+                }
+                let (key, waiter) = all[i % all.len()].clone();
+                if self.apply(Command::LockCancel(LockCancel {
+                    key: key.clone(),
+                    waiter,
+                })) == Reply::Int(1)
+                {
+                    self.check
+                        .queues
+                        .entry(key)
+                        .or_default()
+                        .retain(|w| w.id != waiter);
+                }
+            }
+            Op::ReleaseGrant(i) => {
+                if self.check.grants.is_empty() {
+                    return;
+                }
+                let (key, token, owner, waiter) =
+                    self.check.grants[i % self.check.grants.len()].clone();
+                self.apply(Command::LockReleaseGrant(LockReleaseGrant {
+                    key,
+                    token,
+                    owner,
+                    waiter,
+                }));
+            }
+            Op::Purge(node) => {
+                self.boot[node as usize] += 1;
+                let boot = self.boot[node as usize];
+                self.apply(Command::LockPurge(LockPurge { node, boot }));
+                for q in self.check.queues.values_mut() {
+                    q.retain(|w| !(w.id.node == node && w.id.boot != boot));
+                }
+            }
+            Op::Restore => self.ks = restored(&self.ks),
+            Op::Sleep(ms) => self.now += ms,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn lock_histories_keep_every_invariant(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut w = World {
+            ks: Keyspace::default(),
+            twin: Keyspace::default(),
+            now: 1_000,
+            next_seq: 0,
+            boot: [0, 1, 1],
+            check: Checker::default(),
+        };
+        for op in ops {
+            w.step(op);
+        }
+    }
+}
+
+/// The history the issue reported: b and c queue behind a lease that DEL removed, then
+/// `MULTI / DEL k / UNLOCK k b / EXEC`. UNLOCK settled the queue (granting b), released b's
+/// grant, and settled again, and c got b's token.
+#[test]
+fn an_unlock_that_settles_twice_gives_two_tokens() {
+    let mut w = World {
+        ks: Keyspace::default(),
+        twin: Keyspace::default(),
+        now: 1_000,
+        next_seq: 0,
+        boot: [0, 1, 1],
+        check: Checker::default(),
+    };
+    let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
+        key: 0,
+        owner,
+        ttl: 60_000,
+        wait,
+        delay: 0,
+    };
+    w.step(lock(0, None));
+    w.step(lock(1, Some((1, 10_000))));
+    w.step(lock(2, Some((2, 10_000))));
+    // DEL k (kind 2), UNLOCK k b (kind 0, owner 1).
+    w.step(Op::Multi(vec![(0, 0, 2), (0, 1, 0)]));
+    let tokens: Vec<u64> = w.check.grants.iter().map(|g| g.1).collect();
+    assert_eq!(tokens.len(), 2, "b and c were both granted");
+    assert_ne!(tokens[0], tokens[1], "b and c got the same token");
+    match w.ks.get(b"k0", w.now).map(|e| (&e.value, e.token)) {
+        Some((Value::Str(o), t)) => {
+            assert_eq!(o, &Bytes::from_static(b"c"));
+            assert_eq!(t, tokens[1]);
+        }
+        other => panic!("c should hold k0: {other:?}"),
+    }
+}
+
+/// A grant reaches nobody, but the owner's retry has since been told it holds the lock
+/// (LOCK again, same owner): the release of the lost grant must keep the lease.
+#[test]
+fn a_lost_grants_release_keeps_a_lease_a_retry_was_told_it_holds() {
+    let mut w = World {
+        ks: Keyspace::default(),
+        twin: Keyspace::default(),
+        now: 1_000,
+        next_seq: 0,
+        boot: [0, 1, 1],
+        check: Checker::default(),
+    };
+    let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
+        key: 0,
+        owner,
+        ttl: 60_000,
+        wait,
+        delay: 0,
+    };
+    w.step(lock(0, None));
+    w.step(lock(1, Some((1, 0))));
+    w.step(Op::Line(0, 0, 0)); // UNLOCK k0 a: b is granted (its client has gone)
+    let (key, token, owner, waiter) = w.check.grants[0].clone();
+    w.step(Op::Sleep(10));
+    w.step(lock(1, None)); // b's retry: told it holds the lock, same token
+                           // The entry older nodes write (tag 38) matched the token alone, and released it.
+    let mut old = w.ks.clone();
+    let revision = old.bump_revision();
+    let released = super::lockwait::LockReleaseToken {
+        key: key.clone(),
+        token,
+    };
+    let ctx = super::Ctx {
+        now: w.now,
+        revision,
+    };
+    assert_eq!(
+        super::registry::Replicated::apply(&released, &mut old, ctx),
+        Reply::Int(1)
+    );
+    let reply = w.apply(Command::LockReleaseGrant(LockReleaseGrant {
+        key: key.clone(),
+        token,
+        owner: owner.clone(),
+        waiter,
+    }));
+    assert_eq!(reply, Reply::Int(0), "the retried lease was released");
+    assert_eq!(w.ks.get(&key, w.now).map(|e| e.token), Some(token));
+    // Without a retry, the lost grant is released.
+    w.step(lock(2, Some((1, 0))));
+    w.step(Op::Line(0, 1, 0)); // UNLOCK k0 b: c is granted
+    let (key, token, owner, waiter) = w.check.grants[1].clone();
+    let reply = w.apply(Command::LockReleaseGrant(LockReleaseGrant {
+        key: key.clone(),
+        token,
+        owner,
+        waiter,
+    }));
+    assert_eq!(reply, Reply::Int(1));
+    assert!(w.ks.get(&key, w.now).is_none());
+}
