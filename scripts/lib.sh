@@ -194,7 +194,7 @@ report() {
 
 # The cargo-fuzz targets in fuzz/ (docs/fuzzing.md).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-FUZZ_TARGETS=(resp_parse glob snapshot peer_frame lua)
+FUZZ_TARGETS=(resp_parse glob snapshot peer_frame lua lock_apply)
 
 # cargo-fuzz, the libFuzzer driver. It needs nightly features; fuzz_env enables them on the
 # stable toolchain.

@@ -11,11 +11,14 @@
 //! - fences never go down;
 //! - a replica that restores from its persisted parts at any point stays identical to one
 //!   that never did.
+//!
+//! The model is library code (a violation panics), so that the fuzz target `lock_apply`
+//! (fuzz/) drives it with libFuzzer's byte strings ([`Op::decode_all`]) as the property test
+//! below drives it with proptest's histories.
 
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
-use proptest::prelude::*;
 
 use super::evict::Evict;
 use super::lock::Acquire;
@@ -32,7 +35,7 @@ const OWNERS: [&str; 3] = ["a", "b", "c"];
 
 /// One step of a history.
 #[derive(Clone, Debug)]
-enum Op {
+pub enum Op {
     /// LOCK key owner PX ttl [WAIT wait] [DELAY delay]; `wait` needs a waiter (node).
     Lock {
         key: usize,
@@ -45,6 +48,8 @@ enum Op {
     Line(usize, usize, u8),
     /// Several data command lines in one MULTI/EXEC.
     Multi(Vec<(usize, usize, u8)>),
+    /// A script that does several lock calls in one entry.
+    Script(usize, usize, u8),
     /// The leader's eviction entry for what is due.
     Evict,
     /// A waiter's node takes it out of the queue (its wait ended there).
@@ -61,7 +66,7 @@ enum Op {
 
 fn line(key: usize, owner: usize, kind: u8) -> String {
     let (k, o) = (KEYS[key], OWNERS[owner]);
-    match kind % 8 {
+    match kind % 10 {
         0 => format!("UNLOCK {k} {o}"),
         1 => format!("RENEW {k} {o} PX 300"),
         2 => format!("DEL {k}"),
@@ -69,38 +74,86 @@ fn line(key: usize, owner: usize, kind: u8) -> String {
         4 => format!("SET {k} {o} NX PX 200"),
         5 => "FLUSHALL".to_string(),
         6 => format!("FENCEDSET r{key} v {}", owner * 7),
+        7 => format!("RENAME {k} {}", KEYS[1 - key]),
+        8 => format!("COPY {k} {} REPLACE", KEYS[1 - key]),
         _ => format!("LOCK {k} {o} PX 150"),
     }
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    let k = 0..KEYS.len();
-    let o = 0..OWNERS.len();
-    let wait =
-        proptest::option::weighted(0.7, (1u64..3, prop_oneof![1 => Just(0u64), 3 => 1u64..300]));
-    let delay = prop_oneof![3 => Just(0u64), 1 => 1u64..200];
-    prop_oneof![
-        6 => (k.clone(), o.clone(), 50u64..400, wait, delay)
-            .prop_map(|(key, owner, ttl, wait, delay)| Op::Lock { key, owner, ttl, wait, delay }),
-        // UNLOCK, often by an owner that is queued rather than holding.
-        4 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Line(k, o, 0)),
-        4 => (k.clone(), o.clone(), any::<u8>()).prop_map(|(k, o, x)| Op::Line(k, o, x)),
-        2 => proptest::collection::vec((k, o, any::<u8>()), 1..4).prop_map(Op::Multi),
-        2 => Just(Op::Evict),
-        1 => (0usize..64).prop_map(Op::Cancel),
-        1 => (0usize..64).prop_map(Op::ReleaseGrant),
-        1 => (1u64..3).prop_map(Op::Purge),
-        1 => Just(Op::Restore),
-        3 => (1u64..200).prop_map(Op::Sleep),
-    ]
-}
+impl Op {
+    /// Reads one step from the front of `data` (a fuzzer's bytes); None when they run out.
+    pub fn decode(data: &mut &[u8]) -> Option<Op> {
+        let (&tag, rest) = data.split_first()?;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            if rest.len() < n {
+                return None;
+            }
+            let (head, tail) = rest.split_at(n);
+            *data = tail;
+            Some(head)
+        };
+        let key = |b: u8| b as usize % KEYS.len();
+        let owner = |b: u8| b as usize % OWNERS.len();
+        let op = match tag % 12 {
+            0..=2 => {
+                let b = take(5)?;
+                Op::Lock {
+                    key: key(b[0]),
+                    owner: owner(b[1]),
+                    ttl: 50 + u64::from(b[2]) * 2,
+                    wait: (b[3] % 4 != 0).then(|| (1 + u64::from(b[3] % 2), u64::from(b[4]) * 2)),
+                    delay: if b[3] & 0x80 != 0 { u64::from(b[4]) } else { 0 },
+                }
+            }
+            3..=4 => {
+                let b = take(3)?;
+                Op::Line(key(b[0]), owner(b[1]), b[2])
+            }
+            5 => {
+                let b = take(4)?;
+                let n = 1 + b[0] as usize % 3;
+                let lines = (0..n)
+                    .map(|i| {
+                        (
+                            key(b[1] >> i),
+                            owner(b[2] >> i),
+                            b[3].rotate_left(i as u32 * 3),
+                        )
+                    })
+                    .collect();
+                Op::Multi(lines)
+            }
+            6 => {
+                let b = take(3)?;
+                Op::Script(key(b[0]), owner(b[1]), b[2])
+            }
+            7 => Op::Evict,
+            8 => Op::Cancel(take(1)?[0] as usize),
+            9 => Op::ReleaseGrant(take(1)?[0] as usize),
+            10 => {
+                let b = take(1)?[0];
+                if b & 1 == 0 {
+                    Op::Restore
+                } else {
+                    Op::Purge(1 + u64::from(b >> 1) % 2)
+                }
+            }
+            _ => Op::Sleep(1 + u64::from(take(1)?[0])),
+        };
+        if matches!(op, Op::Evict) {
+            *data = rest;
+        }
+        Some(op)
+    }
 
-/// Cases per run: `PALISADE_MODEL_CASES` (scripts/model.sh runs many more), else 1,000.
-fn cases() -> u32 {
-    std::env::var("PALISADE_MODEL_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000)
+    /// Every step in `data`.
+    pub fn decode_all(mut data: &[u8]) -> Vec<Op> {
+        let mut ops = Vec::new();
+        while let Some(op) = Op::decode(&mut data) {
+            ops.push(op);
+        }
+        ops
+    }
 }
 
 fn parsed(text: &str) -> Command {
@@ -111,6 +164,31 @@ fn parsed(text: &str) -> Command {
     match parse(argv) {
         Ok(Request::Write(c)) => c,
         other => panic!("{text}: not a write: {other:?}"),
+    }
+}
+
+/// The scripts of [`Op::Script`]: several lock calls in one entry, as lock libraries send.
+const SCRIPTS: [&str; 4] = [
+    "redis.call('DEL', KEYS[1]) return redis.call('UNLOCK', KEYS[1], ARGV[1])",
+    "redis.call('UNLOCK', KEYS[1], ARGV[1]) return redis.call('LOCK', KEYS[1], ARGV[1], 'PX', '100')",
+    "redis.call('PEXPIRE', KEYS[1], 1) return redis.call('RENEW', KEYS[1], ARGV[1], 'PX', '200')",
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return redis.call('UNLOCK', KEYS[1], ARGV[1]) end",
+];
+
+fn script(key: usize, owner: usize, which: u8) -> Command {
+    let argv = [
+        "EVAL",
+        SCRIPTS[which as usize % SCRIPTS.len()],
+        "1",
+        KEYS[key],
+        OWNERS[owner],
+    ]
+    .iter()
+    .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+    .collect();
+    match parse(argv) {
+        Ok(Request::Write(c)) => c,
+        other => panic!("EVAL: not a write: {other:?}"),
     }
 }
 
@@ -251,7 +329,8 @@ impl Checker {
     }
 }
 
-struct World {
+/// Two replicas, the cluster clock, and the checker.
+pub struct World {
     ks: Keyspace,
     twin: Keyspace,
     now: u64,
@@ -260,7 +339,28 @@ struct World {
     check: Checker,
 }
 
+impl Default for World {
+    fn default() -> World {
+        World {
+            ks: Keyspace::default(),
+            twin: Keyspace::default(),
+            now: 1_000,
+            next_seq: 0,
+            boot: [0, 1, 1],
+            check: Checker::default(),
+        }
+    }
+}
+
 impl World {
+    /// Runs a whole history, checking every invariant after every step (a violation panics).
+    pub fn run(ops: impl IntoIterator<Item = Op>) {
+        let mut w = World::default();
+        for op in ops {
+            w.step(op);
+        }
+    }
+
     fn apply(&mut self, cmd: Command) -> Reply {
         let batch = Batch {
             ts: self.now,
@@ -357,6 +457,16 @@ impl World {
                     cmds,
                 }));
             }
+            Op::Script(k, o, which) => {
+                let reply = self.apply(script(k, o, which));
+                if let (Reply::Int(t), 1 | 2) = (&reply, which % 4) {
+                    let (k, o) = (
+                        Bytes::from_static(KEYS[k].as_bytes()),
+                        Bytes::from_static(OWNERS[o].as_bytes()),
+                    );
+                    self.check.token(*t as u64, &k, &o);
+                }
+            }
             Op::Evict => {
                 let now = self.now;
                 let mut keys = self.ks.locks_due(now, 100);
@@ -421,120 +531,135 @@ impl World {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
 
+    fn op() -> impl Strategy<Value = Op> {
+        let k = 0..KEYS.len();
+        let o = 0..OWNERS.len();
+        let wait = proptest::option::weighted(
+            0.7,
+            (1u64..3, prop_oneof![1 => Just(0u64), 3 => 1u64..300]),
+        );
+        let delay = prop_oneof![3 => Just(0u64), 1 => 1u64..200];
+        prop_oneof![
+            6 => (k.clone(), o.clone(), 50u64..400, wait, delay)
+                .prop_map(|(key, owner, ttl, wait, delay)| Op::Lock { key, owner, ttl, wait, delay }),
+            // UNLOCK, often by an owner that is queued rather than holding.
+            4 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Line(k, o, 0)),
+            4 => (k.clone(), o.clone(), any::<u8>()).prop_map(|(k, o, x)| Op::Line(k, o, x)),
+            2 => proptest::collection::vec((k.clone(), o.clone(), any::<u8>()), 1..4).prop_map(Op::Multi),
+            2 => (k, o, any::<u8>()).prop_map(|(k, o, x)| Op::Script(k, o, x)),
+            2 => Just(Op::Evict),
+            1 => (0usize..64).prop_map(Op::Cancel),
+            1 => (0usize..64).prop_map(Op::ReleaseGrant),
+            1 => (1u64..3).prop_map(Op::Purge),
+            1 => Just(Op::Restore),
+            3 => (1u64..200).prop_map(Op::Sleep),
+        ]
+    }
+
+    /// Cases per run: `PALISADE_MODEL_CASES` (scripts/model.sh runs many more), else 400.
+    fn cases() -> u32 {
+        std::env::var("PALISADE_MODEL_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(400)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+        #[test]
+        fn lock_histories_keep_every_invariant(ops in proptest::collection::vec(op(), 1..120)) {
+            World::run(ops);
+        }
+    }
+
+    /// The history the issue reported: b and c queue behind a lease that DEL removed, then
+    /// `MULTI / DEL k / UNLOCK k b / EXEC`. UNLOCK settled the queue (granting b), released b's
+    /// grant, and settled again, and c got b's token.
     #[test]
-    fn lock_histories_keep_every_invariant(ops in proptest::collection::vec(op(), 1..120)) {
-        let mut w = World {
-            ks: Keyspace::default(),
-            twin: Keyspace::default(),
-            now: 1_000,
-            next_seq: 0,
-            boot: [0, 1, 1],
-            check: Checker::default(),
+    fn an_unlock_that_settles_twice_gives_two_tokens() {
+        let mut w = World::default();
+        let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
+            key: 0,
+            owner,
+            ttl: 60_000,
+            wait,
+            delay: 0,
         };
-        for op in ops {
-            w.step(op);
+        w.step(lock(0, None));
+        w.step(lock(1, Some((1, 10_000))));
+        w.step(lock(2, Some((2, 10_000))));
+        // DEL k (kind 2), UNLOCK k b (kind 0, owner 1).
+        w.step(Op::Multi(vec![(0, 0, 2), (0, 1, 0)]));
+        let tokens: Vec<u64> = w.check.grants.iter().map(|g| g.1).collect();
+        assert_eq!(tokens.len(), 2, "b and c were both granted");
+        assert_ne!(tokens[0], tokens[1], "b and c got the same token");
+        match w.ks.get(b"k0", w.now).map(|e| (&e.value, e.token)) {
+            Some((Value::Str(o), t)) => {
+                assert_eq!(o, &Bytes::from_static(b"c"));
+                assert_eq!(t, tokens[1]);
+            }
+            other => panic!("c should hold k0: {other:?}"),
         }
     }
-}
 
-/// The history the issue reported: b and c queue behind a lease that DEL removed, then
-/// `MULTI / DEL k / UNLOCK k b / EXEC`. UNLOCK settled the queue (granting b), released b's
-/// grant, and settled again, and c got b's token.
-#[test]
-fn an_unlock_that_settles_twice_gives_two_tokens() {
-    let mut w = World {
-        ks: Keyspace::default(),
-        twin: Keyspace::default(),
-        now: 1_000,
-        next_seq: 0,
-        boot: [0, 1, 1],
-        check: Checker::default(),
-    };
-    let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
-        key: 0,
-        owner,
-        ttl: 60_000,
-        wait,
-        delay: 0,
-    };
-    w.step(lock(0, None));
-    w.step(lock(1, Some((1, 10_000))));
-    w.step(lock(2, Some((2, 10_000))));
-    // DEL k (kind 2), UNLOCK k b (kind 0, owner 1).
-    w.step(Op::Multi(vec![(0, 0, 2), (0, 1, 0)]));
-    let tokens: Vec<u64> = w.check.grants.iter().map(|g| g.1).collect();
-    assert_eq!(tokens.len(), 2, "b and c were both granted");
-    assert_ne!(tokens[0], tokens[1], "b and c got the same token");
-    match w.ks.get(b"k0", w.now).map(|e| (&e.value, e.token)) {
-        Some((Value::Str(o), t)) => {
-            assert_eq!(o, &Bytes::from_static(b"c"));
-            assert_eq!(t, tokens[1]);
-        }
-        other => panic!("c should hold k0: {other:?}"),
+    /// A grant reaches nobody, but the owner's retry has since been told it holds the lock
+    /// (LOCK again, same owner): the release of the lost grant must keep the lease.
+    #[test]
+    fn a_lost_grants_release_keeps_a_lease_a_retry_was_told_it_holds() {
+        let mut w = World::default();
+        let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
+            key: 0,
+            owner,
+            ttl: 60_000,
+            wait,
+            delay: 0,
+        };
+        w.step(lock(0, None));
+        w.step(lock(1, Some((1, 0))));
+        w.step(Op::Line(0, 0, 0)); // UNLOCK k0 a: b is granted (its client has gone)
+        let (key, token, owner, waiter) = w.check.grants[0].clone();
+        w.step(Op::Sleep(10));
+        w.step(lock(1, None)); // b's retry: told it holds the lock, same token
+                               // The entry older nodes write (tag 38) matched the token alone, and released it.
+        let mut old = w.ks.clone();
+        let revision = old.bump_revision();
+        let released = crate::cmd::lockwait::LockReleaseToken {
+            key: key.clone(),
+            token,
+        };
+        let ctx = crate::cmd::Ctx {
+            now: w.now,
+            revision,
+        };
+        assert_eq!(
+            crate::cmd::registry::Replicated::apply(&released, &mut old, ctx),
+            Reply::Int(1)
+        );
+        let reply = w.apply(Command::LockReleaseGrant(LockReleaseGrant {
+            key: key.clone(),
+            token,
+            owner: owner.clone(),
+            waiter,
+        }));
+        assert_eq!(reply, Reply::Int(0), "the retried lease was released");
+        assert_eq!(w.ks.get(&key, w.now).map(|e| e.token), Some(token));
+        // Without a retry, the lost grant is released.
+        w.step(lock(2, Some((1, 0))));
+        w.step(Op::Line(0, 1, 0)); // UNLOCK k0 b: c is granted
+        let (key, token, owner, waiter) = w.check.grants[1].clone();
+        let reply = w.apply(Command::LockReleaseGrant(LockReleaseGrant {
+            key: key.clone(),
+            token,
+            owner,
+            waiter,
+        }));
+        assert_eq!(reply, Reply::Int(1));
+        assert!(w.ks.get(&key, w.now).is_none());
     }
-}
-
-/// A grant reaches nobody, but the owner's retry has since been told it holds the lock
-/// (LOCK again, same owner): the release of the lost grant must keep the lease.
-#[test]
-fn a_lost_grants_release_keeps_a_lease_a_retry_was_told_it_holds() {
-    let mut w = World {
-        ks: Keyspace::default(),
-        twin: Keyspace::default(),
-        now: 1_000,
-        next_seq: 0,
-        boot: [0, 1, 1],
-        check: Checker::default(),
-    };
-    let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
-        key: 0,
-        owner,
-        ttl: 60_000,
-        wait,
-        delay: 0,
-    };
-    w.step(lock(0, None));
-    w.step(lock(1, Some((1, 0))));
-    w.step(Op::Line(0, 0, 0)); // UNLOCK k0 a: b is granted (its client has gone)
-    let (key, token, owner, waiter) = w.check.grants[0].clone();
-    w.step(Op::Sleep(10));
-    w.step(lock(1, None)); // b's retry: told it holds the lock, same token
-                           // The entry older nodes write (tag 38) matched the token alone, and released it.
-    let mut old = w.ks.clone();
-    let revision = old.bump_revision();
-    let released = super::lockwait::LockReleaseToken {
-        key: key.clone(),
-        token,
-    };
-    let ctx = super::Ctx {
-        now: w.now,
-        revision,
-    };
-    assert_eq!(
-        super::registry::Replicated::apply(&released, &mut old, ctx),
-        Reply::Int(1)
-    );
-    let reply = w.apply(Command::LockReleaseGrant(LockReleaseGrant {
-        key: key.clone(),
-        token,
-        owner: owner.clone(),
-        waiter,
-    }));
-    assert_eq!(reply, Reply::Int(0), "the retried lease was released");
-    assert_eq!(w.ks.get(&key, w.now).map(|e| e.token), Some(token));
-    // Without a retry, the lost grant is released.
-    w.step(lock(2, Some((1, 0))));
-    w.step(Op::Line(0, 1, 0)); // UNLOCK k0 b: c is granted
-    let (key, token, owner, waiter) = w.check.grants[1].clone();
-    let reply = w.apply(Command::LockReleaseGrant(LockReleaseGrant {
-        key: key.clone(),
-        token,
-        owner,
-        waiter,
-    }));
-    assert_eq!(reply, Reply::Int(1));
-    assert!(w.ks.get(&key, w.now).is_none());
 }

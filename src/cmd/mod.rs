@@ -49,8 +49,7 @@ pub mod ledit;
 pub mod list;
 pub mod lmove;
 pub mod lock;
-#[cfg(test)]
-mod lock_model;
+pub mod lock_model;
 pub mod lockinfo;
 pub mod lockwait;
 pub mod lolwut;
