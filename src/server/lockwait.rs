@@ -10,7 +10,8 @@
 //!
 //! A grant that falls inside a snapshot install produces no event on this node. Once a
 //! second, the task looks for queued waiters that are no longer in their key's queue: one
-//! missing at two checks in a row is answered from the state (its token if its owner holds
+//! missing at two checks in a row (ten if this node never saw it queued: its LOCK may not
+//! have been applied here yet) is answered from the state (its token if its owner holds
 //! the lock, else an error that says its place was lost), so no waiter hangs.
 
 use std::collections::{HashMap, VecDeque};
@@ -37,6 +38,9 @@ const RELEASE_ATTEMPTS: usize = 5;
 /// state (the grant event of an entry applied here arrives within milliseconds; two checks a
 /// second apart rule it out).
 const LOST_AFTER: u8 = 2;
+/// The same for a waiter this node has not yet seen in its queue: its LOCK may be applied
+/// elsewhere and not yet here (a follower that lags).
+const LOST_UNSEEN_AFTER: u8 = 10;
 /// How many answers given from the state are remembered, so that a late grant event for the
 /// same waiter is not taken for a grant that reached nobody.
 const ANSWERED_KEPT: usize = 1024;
@@ -53,6 +57,8 @@ struct Pending {
     queued: bool,
     /// Consecutive checks that found it in no queue.
     misses: u8,
+    /// A check found it in its queue in this node's state.
+    seen: bool,
 }
 
 /// The clients of this node process that wait in a lock queue.
@@ -94,6 +100,7 @@ impl Waiters {
                     tx,
                     queued: false,
                     misses: 0,
+                    seen: false,
                 },
             );
         }
@@ -311,12 +318,18 @@ fn answer_lost(shared: &Shared) {
             .ks
             .lock_meta(&p.key)
             .is_some_and(|m| m.queue.iter().any(|w| w.id == id));
+        p.seen |= queued;
         p.misses = if queued {
             0
         } else {
             p.misses.saturating_add(1)
         };
-        if p.misses >= LOST_AFTER {
+        let limit = if p.seen {
+            LOST_AFTER
+        } else {
+            LOST_UNSEEN_AFTER
+        };
+        if p.misses >= limit {
             lost.push((seq, holder_token(&st.ks, p, now)));
         }
     }
