@@ -122,11 +122,11 @@ fn a_waiter_that_pipelined_then_hung_up_leaves_the_queue() {
     token(&admin.c("LOCK kp holder PX 60000"), "holder");
     {
         let mut gone = pal.conn();
-        let mut bytes = encode(&["LOCK", "kp", "gone", "PX", "60000", "WAIT", "60000"]);
-        bytes.extend(encode(&["PING"]));
-        gone.send_raw(&bytes);
+        gone.send_raw(&encode(&["LOCK", "kp", "gone", "PX", "60000", "WAIT", "60000"]));
         assert!(wait_waiters(&mut admin, "kp", 1, Duration::from_secs(5)));
-        std::thread::sleep(Duration::from_millis(100));
+        // Sent while the LOCK blocks, so the node reads it during the wait.
+        gone.send_raw(&encode(&["PING"]));
+        std::thread::sleep(Duration::from_millis(200));
         gone.shutdown_write();
         drop(gone);
     }
@@ -136,12 +136,12 @@ fn a_waiter_that_pipelined_then_hung_up_leaves_the_queue() {
     );
     // A live client: its pipelined PING and GET are answered after its token, in order.
     let mut live = pal.conn();
-    let mut bytes = encode(&["LOCK", "kp", "live", "PX", "60000", "WAIT", "60000"]);
-    bytes.extend(encode(&["PING"]));
+    live.send_raw(&encode(&["LOCK", "kp", "live", "PX", "60000", "WAIT", "60000"]));
+    assert!(wait_waiters(&mut admin, "kp", 1, Duration::from_secs(5)));
+    let mut bytes = encode(&["PING"]);
     bytes.extend(encode(&["GET", "kp"]));
     live.send_raw(&bytes);
-    assert!(wait_waiters(&mut admin, "kp", 1, Duration::from_secs(5)));
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(admin.c("UNLOCK kp holder"), b":1\r\n");
     let t = token(&live.read_reply(), "live");
     assert!(t > 0);
