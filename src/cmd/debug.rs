@@ -31,7 +31,11 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     NO_KEYS,
     parse,
 )
-.docs("A few debugging helpers (SLEEP, OBJECT, DIGEST)", "1.0.0", "server")];
+.docs(
+    "A few debugging helpers (SLEEP, OBJECT, DIGEST)",
+    "1.0.0",
+    "server",
+)];
 
 /// Redis's refusal while `enable-debug-command` does not allow the connection.
 pub const NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
@@ -125,7 +129,9 @@ mod tests {
     use crate::state::Keyspace;
 
     fn debug(line: &str) -> DebugCmd {
-        let argv = line.split(' ').map(|w| Bytes::copy_from_slice(w.as_bytes()));
+        let argv = line
+            .split(' ')
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()));
         match crate::cmd::parse(argv.collect()) {
             Ok(Request::Conn(ConnCmd::Debug(d))) => d,
             other => panic!("{other:?}"),
@@ -142,13 +148,16 @@ mod tests {
         };
         assert_eq!(d, hex::encode(ks.digest()));
         assert_eq!(d.len(), 40);
-        let Some(Reply::Array(v)) = digest_reply(&debug("debug digest-value a b nope"), &ks)
-        else {
+        let Some(Reply::Array(v)) = digest_reply(&debug("debug digest-value a b nope"), &ks) else {
             panic!("no value digests")
         };
         assert_eq!(v.len(), 3);
         assert_eq!(v[0], v[1], "equal values, equal digests");
-        assert_eq!(v[2], Reply::Simple("0".repeat(40)), "a missing key is zeros");
+        assert_eq!(
+            v[2],
+            Reply::Simple("0".repeat(40)),
+            "a missing key is zeros"
+        );
         assert_eq!(digest_reply(&debug("DEBUG SLEEP 0"), &ks), None);
         assert!(matches!(debug("DEBUG DIGEST x"), DebugCmd::Reply(r) if r.is_error()));
     }

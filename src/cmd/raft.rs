@@ -128,7 +128,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 /// Two nodes that show the same applied index must show the same digest.
 pub fn digest_reply(applied_index: u64, digest: &crate::state::digest::StateDigest) -> Reply {
     Reply::Map(vec![
-        (Reply::bulk("applied_index"), Reply::Int(applied_index as i64)),
+        (
+            Reply::bulk("applied_index"),
+            Reply::Int(applied_index as i64),
+        ),
         (Reply::bulk("digest"), Reply::bulk(hex::encode(digest))),
     ])
 }
@@ -138,7 +141,9 @@ mod tests {
     use super::*;
 
     fn parse_line(line: &str) -> Result<Request, Reply> {
-        let argv = line.split(' ').map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()));
+        let argv = line
+            .split(' ')
+            .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()));
         crate::cmd::parse(argv.collect())
     }
 

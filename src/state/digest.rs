@@ -287,7 +287,9 @@ impl Keyspace {
         f.part(part::FENCES, self.fences(), |f, n| f.u64(*n));
         f.part(part::LOCKS, self.lock_metas(), Feed::lock_meta);
         f.part(part::POPS, self.pop_queues(), Feed::pop_queue);
-        f.part(part::SCRIPTS, self.scripts(), |f, body: &Bytes| f.bytes(body));
+        f.part(part::SCRIPTS, self.scripts(), |f, body: &Bytes| {
+            f.bytes(body)
+        });
         f.u64(self.script_budget_setting());
         f.part(part::USERS, self.users().stored(), Feed::user);
         f.finish()
@@ -373,12 +375,39 @@ mod tests {
         // The same keys written in the other order (with the same revisions) digest equally.
         let mut x = Keyspace::default();
         let mut y = Keyspace::default();
-        x.set_str(Bytes::from_static(b"a"), Bytes::from_static(b"1"), None, 1, 0);
-        x.set_str(Bytes::from_static(b"b"), Bytes::from_static(b"2"), None, 2, 0);
-        y.set_str(Bytes::from_static(b"b"), Bytes::from_static(b"2"), None, 2, 0);
-        y.set_str(Bytes::from_static(b"a"), Bytes::from_static(b"1"), None, 1, 0);
+        x.set_str(
+            Bytes::from_static(b"a"),
+            Bytes::from_static(b"1"),
+            None,
+            1,
+            0,
+        );
+        x.set_str(
+            Bytes::from_static(b"b"),
+            Bytes::from_static(b"2"),
+            None,
+            2,
+            0,
+        );
+        y.set_str(
+            Bytes::from_static(b"b"),
+            Bytes::from_static(b"2"),
+            None,
+            2,
+            0,
+        );
+        y.set_str(
+            Bytes::from_static(b"a"),
+            Bytes::from_static(b"1"),
+            None,
+            1,
+            0,
+        );
         assert_eq!(x.digest(), y.digest());
     }
+
+    type EntryChange = fn(&mut Entry);
+    type StateChange = fn(&mut Keyspace);
 
     /// `populated()` with `key`'s entry written again after `change` (a rewrite alone
     /// moves `modified`, so the unchanged rewrite is the baseline).
@@ -393,9 +422,13 @@ mod tests {
     /// Every part of the state changes the digest: a change anywhere is seen.
     #[test]
     fn a_change_in_any_part_changes_the_digest() {
-        let entry_changes: &[(&str, &'static str, fn(&mut Entry))] = &[
-            ("value", "s", |e| e.value = Value::Str(Bytes::from_static(b"w"))),
-            ("deadline", "s", |e| e.expire_at = e.expire_at.map(|t| t + 1)),
+        let entry_changes: &[(&str, &'static str, EntryChange)] = &[
+            ("value", "s", |e| {
+                e.value = Value::Str(Bytes::from_static(b"w"))
+            }),
+            ("deadline", "s", |e| {
+                e.expire_at = e.expire_at.map(|t| t + 1)
+            }),
             ("no deadline", "s", |e| e.expire_at = None),
             ("token", "s", |e| e.token += 1),
             ("hash order", "h", |e| {
@@ -423,7 +456,11 @@ mod tests {
         assert_eq!(same, rewritten("s", |_| {}));
         for (what, key, change) in entry_changes {
             let base = rewritten(key, |_| {});
-            assert_ne!(rewritten(key, *change), base, "{what} did not change the digest");
+            assert_ne!(
+                rewritten(key, *change),
+                base,
+                "{what} did not change the digest"
+            );
         }
         // `modified` alone: the same rewrite before or after the same revision bump.
         let (mut x, mut y) = (populated(), populated());
@@ -434,7 +471,7 @@ mod tests {
         y.bump_revision();
         assert_ne!(x.digest(), y.digest(), "modified did not change the digest");
         let base = populated().digest();
-        let changes: &[(&str, fn(&mut Keyspace))] = &[
+        let changes: &[(&str, StateChange)] = &[
             ("revision", |ks| {
                 ks.bump_revision();
             }),

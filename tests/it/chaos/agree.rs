@@ -45,7 +45,11 @@ pub fn parse_digest(reply: &str) -> Option<NodeDigest> {
         let at = lines.iter().position(|l| *l == name)?;
         lines.get(at + 1..)
     };
-    let applied_index = after("applied_index")?.first()?.strip_prefix(':')?.parse().ok()?;
+    let applied_index = after("applied_index")?
+        .first()?
+        .strip_prefix(':')?
+        .parse()
+        .ok()?;
     // A bulk string: its `$len` line, then the text.
     let digest = after("digest")?.get(1)?.to_string();
     (digest.len() == 40).then_some(NodeDigest {
@@ -70,7 +74,12 @@ pub fn check_digests(
         last = members
             .iter()
             .filter_map(|id| {
-                let r = admin(target.cluster, *id, &["RAFT.DIGEST"], Duration::from_secs(2))?;
+                let r = admin(
+                    target.cluster,
+                    *id,
+                    &["RAFT.DIGEST"],
+                    Duration::from_secs(2),
+                )?;
                 Some((*id, parse_digest(&r)?))
             })
             .collect();
@@ -101,7 +110,10 @@ fn lined_up(
     all.then(|| DigestSummary {
         phase: phase.into(),
         applied_index: first.applied_index,
-        digests: answers.iter().map(|(id, d)| (*id, d.digest.clone())).collect(),
+        digests: answers
+            .iter()
+            .map(|(id, d)| (*id, d.digest.clone()))
+            .collect(),
         rounds,
     })
 }
@@ -143,7 +155,8 @@ mod tests {
     #[test]
     fn parses_the_reply_of_raft_digest() {
         let hex = "0123456789abcdef0123456789abcdef01234567";
-        let reply = format!("*4\r\n$13\r\napplied_index\r\n:812\r\n$6\r\ndigest\r\n$40\r\n{hex}\r\n");
+        let reply =
+            format!("*4\r\n$13\r\napplied_index\r\n:812\r\n$6\r\ndigest\r\n$40\r\n{hex}\r\n");
         assert_eq!(
             parse_digest(&reply),
             Some(NodeDigest {
@@ -159,14 +172,15 @@ mod tests {
     fn unequal_digests_at_one_index_are_a_violation() {
         let members = [1, 2, 3];
         let answers = |v: [(u64, char); 3]| -> BTreeMap<u64, NodeDigest> {
-            (1..=3).zip(v).map(|(id, (i, d))| (id, answer(i, d))).collect()
+            (1..=3)
+                .zip(v)
+                .map(|(id, (i, d))| (id, answer(i, d)))
+                .collect()
         };
         let behind = answers([(10, 'a'), (10, 'a'), (9, 'b')]);
         assert!(lined_up(&behind, &members, "end", 1).is_none());
-        let missing: BTreeMap<u64, NodeDigest> = answers([(10, 'a'); 3])
-            .into_iter()
-            .take(2)
-            .collect();
+        let missing: BTreeMap<u64, NodeDigest> =
+            answers([(10, 'a'); 3]).into_iter().take(2).collect();
         assert!(lined_up(&missing, &members, "end", 1).is_none());
         let same = answers([(10, 'a'); 3]);
         let s = lined_up(&same, &members, "end", 2).expect("lined up");
@@ -176,6 +190,9 @@ mod tests {
         let (s, f) = compare(s, &split);
         assert_eq!(s.applied_index, 10);
         assert_eq!(f.len(), 1);
-        assert!(f[0].message.contains("disagree at applied index 10"), "{f:?}");
+        assert!(
+            f[0].message.contains("disagree at applied index 10"),
+            "{f:?}"
+        );
     }
 }

@@ -755,9 +755,8 @@ pub(super) mod tests {
     /// token on two keys, are found; re-locks and renewals by the holder are not.
     #[test]
     fn token_checker_finds_a_token_given_to_two_grants() {
-        let qlock = |c, owner: &str, t, token: &str| {
-            op(c, "qlock", "lq:0", t, Some(token)).with_arg(owner)
-        };
+        let qlock =
+            |c, owner: &str, t, token: &str| op(c, "qlock", "lq:0", t, Some(token)).with_arg(owner);
         let clean = vec![
             lock(0, "k", "a", (0, 2), Some(10)),
             lock(0, "k", "a", (5, 6), Some(10)),
