@@ -532,8 +532,10 @@ fn lock_queue(c: &mut Client) {
                     wait + 2_000
                 };
                 let granted = c.op_within(line("qlock"), &args, Some(timeout));
+                // Held for a good part of the lease (sometimes past it), so that the other
+                // owners queue behind it.
                 if let Reply::Int(_) = granted {
-                    c.sleep_ms(0, ttl / 2);
+                    c.sleep_ms(ttl / 4, ttl * 3 / 4);
                 }
                 // `finally`: release whatever the LOCK's outcome (a timed-out or hung-up
                 // wait may still have been granted).
