@@ -76,9 +76,10 @@ pub struct ClientSpec {
     pub self_pause_per_mille: u32,
     /// How long to wait for a reply before the outcome counts as unknown, ms.
     pub reply_timeout_ms: u64,
-    /// Client processes in the run (the lock-queue workload names other clients' owners).
+    /// The ids of the run's lock-queue clients (whose owners a lock-queue client names in
+    /// `MULTI / DEL / UNLOCK / EXEC`).
     #[serde(default)]
-    pub clients: u32,
+    pub lock_queue_ids: Vec<u32>,
 }
 
 /// The counter's resource key and its lock.
@@ -500,25 +501,8 @@ fn lock_queue(c: &mut Client) {
             0..=5 => {
                 c.op("qdel", key, None, None, &["DEL", key]);
             }
-            // ... and releases some owner's claim in the same transaction: the head of the
-            // queue is granted the key by the DEL, then released by the UNLOCK (the shape
-            // of the duplicate-token report).
-            6..=11 => {
-                let other = queue_owner(c.rng.gen_range(0..c.spec.clients.max(1)));
-                let inv = c.now();
-                let got = c.transaction(&[&["DEL", key], &["UNLOCK", key, &other]]);
-                let reply = match got {
-                    Some(r) => Reply::Int(r.iter().sum()),
-                    None => Reply::Unknown,
-                };
-                let op = OpLine {
-                    f: "qexec",
-                    key,
-                    arg: Some(&other),
-                    token: None,
-                };
-                c.record(op, (inv, c.now()), &reply);
-            }
+            // ... and releases some owner's claim in the same transaction.
+            6..=9 => break_and_release(c, key),
             _ => {
                 let ttl = c.rng.gen_range(200..=1_500u64);
                 let wait = c.rng.gen_range(100..=2_000u64);
@@ -536,6 +520,12 @@ fn lock_queue(c: &mut Client) {
                 // owners queue behind it.
                 if let Reply::Int(_) = granted {
                     c.sleep_ms(ttl / 4, ttl * 3 / 4);
+                    // The holder breaks its own lock with the owners queued behind it: the
+                    // DEL grants the key to the head of the queue, the UNLOCK releases some
+                    // owner's claim, in one entry (the shape of a duplicate-token report).
+                    if c.rng.gen_bool(0.2) {
+                        break_and_release(c, key);
+                    }
                 }
                 // `finally`: release whatever the LOCK's outcome (a timed-out or hung-up
                 // wait may still have been granted).
@@ -544,6 +534,27 @@ fn lock_queue(c: &mut Client) {
         }
         c.sleep_ms(0, 20);
     }
+}
+
+/// `MULTI / DEL key / UNLOCK key <some lock-queue owner> / EXEC`, recorded as `qexec`.
+fn break_and_release(c: &mut Client, key: &str) {
+    let ids = &c.spec.lock_queue_ids;
+    let other = queue_owner(match ids.len() {
+        0 => c.spec.id,
+        n => ids[c.rng.gen_range(0..n)],
+    });
+    let inv = c.now();
+    let reply = match c.transaction(&[&["DEL", key], &["UNLOCK", key, &other]]) {
+        Some(r) => Reply::Int(r.iter().sum()),
+        None => Reply::Unknown,
+    };
+    let op = OpLine {
+        f: "qexec",
+        key,
+        arg: Some(&other),
+        token: None,
+    };
+    c.record(op, (inv, c.now()), &reply);
 }
 
 /// Lock-library scripts (the shapes of tests/it/lock_scripts.rs): acquire, LOCK inside a

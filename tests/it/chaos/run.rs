@@ -358,6 +358,9 @@ fn spawn_clients(
     end_us: u64,
 ) -> Vec<(u32, ChildGuard)> {
     let exe = std::env::current_exe().expect("current exe");
+    let lock_queue_ids: Vec<u32> = (0..spec.clients.len() as u32)
+        .filter(|i| spec.clients[*i as usize] == Workload::LockQueue)
+        .collect();
     spec.clients
         .iter()
         .enumerate()
@@ -375,7 +378,7 @@ fn spawn_clients(
                 work_ms: 10,
                 self_pause_per_mille: spec.self_pause_per_mille,
                 reply_timeout_ms: 4_000,
-                clients: spec.clients.len() as u32,
+                lock_queue_ids: lock_queue_ids.clone(),
             };
             let log = std::fs::File::create(spec.out_dir.join(format!("client-{id}.log")))
                 .expect("client log");
