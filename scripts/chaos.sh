@@ -8,16 +8,19 @@
 #   --duration D    how long clients run: 90, 90s, 30m or 1h (default 60s)
 #   --nodes N       3 or 5 (default 3)
 #   --workload W    fenced (default), unfenced or write-fenced: how the counter clients
-#                   read and write; the lock, register and durability clients always run
+#                   read and write; the lock, register, durability, pop-queue, lock-queue
+#                   and lock-script clients always run
 #   --net N         how partitions are made: hook (default; the peer transport's test-only
 #                   RAFT.FAULT hook) or netns (each node in its own network namespace behind a
 #                   veth and a bridge, links cut with blackhole routes; needs root and `ip`)
 #   --out DIR       where the run's outputs go
 #                   (default $CARGO_TARGET_DIR/chaos-soaks/<nodes>n-<duration>s-seed<S>-<W>[-netns])
 #
-# Every fault kind is on. Outputs: history.jsonl, faults.jsonl, schedule.jsonl, run.json,
-# verdict.json, verdict.txt, timeline.png and the node logs. The script exits non-zero if
-# the fenced run finds a violation (the controls are expected to find lost updates).
+# Every fault kind is on. After the faults, and after the full-cluster restart, every node's
+# RAFT.DIGEST is compared at one applied index. Outputs: history.jsonl, faults.jsonl,
+# schedule.jsonl, run.json, verdict.json, verdict.txt, timeline.png and the node logs. The
+# script exits non-zero if the fenced run finds a violation (the controls are expected to
+# find lost updates).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -32,7 +35,7 @@ while [[ $# -gt 0 ]]; do
     --workload) WORKLOAD="${2:?--workload needs a value}"; shift 2 ;;
     --net) NET="${2:?--net needs a value}"; shift 2 ;;
     --out) OUT="${2:?--out needs a value}"; shift 2 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
     esac
 done

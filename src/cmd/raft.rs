@@ -1,5 +1,5 @@
 //! Cluster administration under the `RAFT.` prefix (never a Redis command name):
-//! `RAFT.INFO`, `RAFT.NODE ADD id host:peerport`, `RAFT.NODE REMOVE id`,
+//! `RAFT.INFO`, `RAFT.DIGEST`, `RAFT.NODE ADD id host:peerport`, `RAFT.NODE REMOVE id`,
 //! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`,
 //! `RAFT.FAULT DELAY ms`, `RAFT.FAULT SYNCDELAY ms`.
 
@@ -18,6 +18,14 @@ pub static COMMANDS: &[Spec] = &[
         parse,
     )
     .palisade("Show this node's view of the Raft cluster"),
+    Spec::new(
+        "raft.digest",
+        1,
+        &["admin", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .palisade("Show this node's digest of the replicated state and its applied index"),
     Spec::new("raft.node", -3, &["admin"], NO_KEYS, parse)
         .palisade("Add a node to the cluster or remove one"),
     Spec::new("raft.cluster", -2, &["admin"], NO_KEYS, parse)
@@ -31,6 +39,9 @@ pub static COMMANDS: &[Spec] = &[
 pub enum AdminCmd {
     /// Cluster status of this node.
     Info,
+    /// This node's digest of the replicated state, with the applied index it was taken at
+    /// (answered locally, never forwarded: it is for comparing nodes).
+    Digest,
     /// Add a node: as a learner, promoted to voter once it has caught up.
     NodeAdd {
         /// The new node's id.
@@ -71,6 +82,7 @@ fn node_id(args: &mut Args) -> Result<u64, Reply> {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let cmd = match args.name() {
         "raft.info" => AdminCmd::Info,
+        "raft.digest" => AdminCmd::Digest,
         "raft.node" => match args.next_keyword()?.as_str() {
             "ADD" => {
                 let id = node_id(args)?;
@@ -109,4 +121,47 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     };
     args.finish()?;
     Ok(Request::Admin(cmd))
+}
+
+/// RAFT.DIGEST's reply: a map (a flat array in RESP2) of `applied_index` (the log index of
+/// the last entry the state reflects) and `digest` (40 hex digits, see `state::digest`).
+/// Two nodes that show the same applied index must show the same digest.
+pub fn digest_reply(applied_index: u64, digest: &crate::state::digest::StateDigest) -> Reply {
+    Reply::Map(vec![
+        (
+            Reply::bulk("applied_index"),
+            Reply::Int(applied_index as i64),
+        ),
+        (Reply::bulk("digest"), Reply::bulk(hex::encode(digest))),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_line(line: &str) -> Result<Request, Reply> {
+        let argv = line
+            .split(' ')
+            .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()));
+        crate::cmd::parse(argv.collect())
+    }
+
+    #[test]
+    fn raft_digest_parses_and_is_answered_locally() {
+        let Ok(Request::Admin(cmd)) = parse_line("RAFT.DIGEST") else {
+            panic!("not an admin command")
+        };
+        assert_eq!(cmd, AdminCmd::Digest);
+        assert!(!cmd.needs_leader(), "RAFT.DIGEST must not be forwarded");
+        assert!(parse_line("RAFT.DIGEST x").is_err());
+        let reply = digest_reply(7, &[0xab; 20]);
+        assert_eq!(
+            reply,
+            Reply::Map(vec![
+                (Reply::bulk("applied_index"), Reply::Int(7)),
+                (Reply::bulk("digest"), Reply::bulk("ab".repeat(20))),
+            ])
+        );
+    }
 }

@@ -40,6 +40,9 @@ pub async fn execute(shared: &Shared, cmd: AdminCmd, argv: Vec<Bytes>) -> Reply 
 pub async fn execute_local(shared: &Shared, cmd: AdminCmd) -> Reply {
     match cmd {
         AdminCmd::Info => Reply::Verbatim(info(shared)),
+        AdminCmd::Digest => with_applied_state(shared, |ks, applied| {
+            crate::cmd::raft::digest_reply(applied, &ks.digest())
+        }),
         AdminCmd::NodeAdd { id, addr } => node_add(shared, id, addr).await,
         AdminCmd::NodeRemove { id } => {
             match shared
@@ -93,6 +96,18 @@ pub async fn execute_local(shared: &Shared, cmd: AdminCmd) -> Reply {
                 .store(ms, std::sync::atomic::Ordering::Relaxed);
             Reply::ok()
         }
+    }
+}
+
+/// Answers `f` from this node's applied state (its keyspace and the index of the last
+/// applied entry), both read under the state lock so that they belong together.
+pub fn with_applied_state(
+    shared: &Shared,
+    f: impl FnOnce(&crate::state::Keyspace, u64) -> Reply,
+) -> Reply {
+    match shared.state.read() {
+        Ok(st) => f(&st.ks, st.last_applied.map_or(0, |l| l.index)),
+        Err(_) => Reply::err("ERR state machine lock poisoned"),
     }
 }
 

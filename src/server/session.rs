@@ -539,6 +539,8 @@ impl Session {
                         .await
                     }
                     cmd::debug::DebugCmd::Reply(r) => r,
+                    // DIGEST is answered without waiting, by `conn`.
+                    _ => Reply::err("ERR internal: misrouted command"),
                 };
                 self.record(timed);
                 self.slots.push(Slot::Ready(reply));
@@ -682,6 +684,11 @@ impl Session {
             ConnCmd::Save(c) => super::save::background(&self.shared, c),
             ConnCmd::Debug(_) if !self.debug_allowed() => Reply::err(cmd::debug::NOT_ALLOWED),
             ConnCmd::Debug(cmd::debug::DebugCmd::Reply(r)) => r,
+            ConnCmd::Debug(
+                d @ (cmd::debug::DebugCmd::Digest | cmd::debug::DebugCmd::DigestValue(_)),
+            ) => super::admin::with_applied_state(&self.shared, |ks, _| {
+                cmd::debug::digest_reply(&d, ks).unwrap_or_else(Reply::ok)
+            }),
             // Inside a transaction: no pause, and no read of a key.
             ConnCmd::Debug(cmd::debug::DebugCmd::Sleep(_)) => Reply::ok(),
             ConnCmd::Debug(cmd::debug::DebugCmd::Object(_)) => {

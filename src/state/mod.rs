@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub mod clock;
+pub mod digest;
 pub mod keyspace;
 pub mod locks;
 pub mod notify;

@@ -17,6 +17,7 @@ mod chaos;
 mod cluster;
 mod cluster_scripting;
 mod config;
+mod determinism;
 mod diff_bitfield;
 mod diff_geo;
 mod diff_lists;

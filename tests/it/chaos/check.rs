@@ -2,7 +2,7 @@
 //! Each takes a history and returns findings; an empty list means no violation. The
 //! linearizable-register checker lives in `linear`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -374,6 +374,62 @@ fn token_order(grants: &BTreeMap<i64, Grant>) -> Vec<Finding> {
 }
 
 // ---------------------------------------------------------------------------------------
+// One token, one grant
+// ---------------------------------------------------------------------------------------
+
+/// The operations whose integer reply is a fencing token for a (key, owner) grant: LOCK
+/// (the lock and counter workloads), RENEW, LOCK ... WAIT (the lock-queue workload), and
+/// LOCK directly or inside a script (the script workload).
+pub const GRANT_OPS: [&str; 4] = ["lock", "renew", "qlock", "slock"];
+
+/// What the token checker counted.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct TokenSummary {
+    /// Acknowledged replies that carried a token.
+    pub replies: usize,
+    /// Distinct tokens among them.
+    pub tokens: usize,
+}
+
+/// One token, one grant (design.md section 9): every token any client was given, whatever
+/// the workload and the key, belongs to exactly one (key, owner) pair across the whole run.
+/// The same owner re-locking and getting its own token again is the only repetition.
+pub fn check_tokens(ops: &[Op]) -> (TokenSummary, Vec<Finding>) {
+    let mut sum = TokenSummary::default();
+    let mut findings = Vec::new();
+    let mut first: BTreeMap<i64, &Op> = BTreeMap::new();
+    // One finding per (token, pair): a duplicate grant is often re-LOCKed.
+    let mut reported: BTreeSet<(i64, &str, &str)> = BTreeSet::new();
+    let grants = ops
+        .iter()
+        .filter(|o| o.outcome == Outcome::Ok && GRANT_OPS.contains(&o.f.as_str()));
+    for op in grants {
+        let Some(token) = op.result_i64() else {
+            continue;
+        };
+        sum.replies += 1;
+        let owner = op.arg.as_deref().unwrap_or("");
+        let prev = *first.entry(token).or_insert(op);
+        let prev_owner = prev.arg.as_deref().unwrap_or("");
+        if (prev.key.as_str(), prev_owner) == (op.key.as_str(), owner)
+            || !reported.insert((token, &op.key, owner))
+        {
+            continue;
+        }
+        findings.push(Finding::new(
+            "tokens",
+            format!(
+                "token {token} given to two grants: {}/{prev_owner} and {}/{owner}",
+                prev.key, op.key
+            ),
+            vec![prev.clone(), op.clone()],
+        ));
+    }
+    sum.tokens = first.len();
+    (sum, findings)
+}
+
+// ---------------------------------------------------------------------------------------
 // Durability
 // ---------------------------------------------------------------------------------------
 
@@ -693,6 +749,46 @@ pub(super) mod tests {
         ];
         let (_, f) = check_locks(&ops, 1000, 0.01);
         assert!(f.iter().any(|f| f.message.contains("re-LOCK")), "{f:?}");
+    }
+
+    /// Two queued waiters given the same token (the MULTI / DEL / UNLOCK report), and one
+    /// token on two keys, are found; re-locks and renewals by the holder are not.
+    #[test]
+    fn token_checker_finds_a_token_given_to_two_grants() {
+        let qlock =
+            |c, owner: &str, t, token: &str| op(c, "qlock", "lq:0", t, Some(token)).with_arg(owner);
+        let clean = vec![
+            lock(0, "k", "a", (0, 2), Some(10)),
+            lock(0, "k", "a", (5, 6), Some(10)),
+            op(0, "renew", "k", (7, 8), Some("10")).with_arg("a"),
+            qlock(1, "q1", (3, 9), "11"),
+            qlock(2, "q2", (4, 12), "12"),
+            qlock(2, "q2", (4, 12), "12").unknown(),
+            // A nil LOCK and an unknown one carry no token.
+            lock(3, "k", "b", (1, 2), None),
+        ];
+        let (sum, f) = check_tokens(&clean);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!((sum.replies, sum.tokens), (5, 3));
+
+        let duplicate = vec![
+            qlock(0, "q0", (0, 1), "20"),
+            qlock(1, "q1", (2, 30), "21"),
+            qlock(2, "q2", (3, 30), "21"),
+            // Re-LOCKs of the duplicate are one finding, not one each.
+            qlock(2, "q2", (31, 32), "21"),
+            op(3, "slock", "sl:0", (40, 41), Some("20")).with_arg("s3-1"),
+        ];
+        let (_, f) = check_tokens(&duplicate);
+        let messages: Vec<&str> = f.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "token 21 given to two grants: lq:0/q1 and lq:0/q2",
+                "token 20 given to two grants: lq:0/q0 and sl:0/s3-1",
+            ]
+        );
+        assert_eq!(f[0].window.len(), 2);
     }
 
     #[test]

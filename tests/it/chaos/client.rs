@@ -41,6 +41,14 @@ pub enum Workload {
     /// RPUSH of unique items and BLPOP of them from a few lists: the replicated wait queue
     /// under faults (no item popped twice, none popped that was never pushed).
     Queue,
+    /// One owner queueing for a few contended locks with `LOCK ... WAIT`, a client-side
+    /// timeout, hang-ups mid-wait and an UNLOCK whatever happened (a `finally`), beside
+    /// `DEL k` and `MULTI / DEL k / UNLOCK k <owner> / EXEC` that break locks under the
+    /// queue. Its grants are checked for token uniqueness.
+    LockQueue,
+    /// Lock-library scripts: acquire with `SET NX PX` in EVAL, the token by LOCK (directly
+    /// or inside a script), extend and release by compare-and-act scripts.
+    Scripts,
 }
 
 /// Everything a client process needs, passed as JSON in an environment variable.
@@ -68,6 +76,10 @@ pub struct ClientSpec {
     pub self_pause_per_mille: u32,
     /// How long to wait for a reply before the outcome counts as unknown, ms.
     pub reply_timeout_ms: u64,
+    /// The ids of the run's lock-queue clients (whose owners a lock-queue client names in
+    /// `MULTI / DEL / UNLOCK / EXEC`).
+    #[serde(default)]
+    pub lock_queue_ids: Vec<u32>,
 }
 
 /// The counter's resource key and its lock.
@@ -81,6 +93,15 @@ enum Reply {
     Simple,
     Fenced,
     Unknown,
+}
+
+/// What an operation is recorded as (the fields of [`Op`] that the client chooses).
+#[derive(Clone, Copy)]
+struct OpLine<'a> {
+    f: &'a str,
+    key: &'a str,
+    arg: Option<&'a str>,
+    token: Option<i64>,
 }
 
 struct Client {
@@ -166,6 +187,72 @@ impl Client {
         }
     }
 
+    /// [`Client::call`] with its own reply timeout (`None`: the spec's); after a timeout the
+    /// connection is dropped, which hangs up on a waiting command.
+    fn call_within(&mut self, args: &[&str], timeout_ms: Option<u64>) -> Reply {
+        let t = timeout_ms.unwrap_or(self.spec.reply_timeout_ms);
+        if let Some(c) = self.connect() {
+            let _ = c
+                .stream_clone()
+                .set_read_timeout(Some(Duration::from_millis(t.max(1))));
+        }
+        let reply = self.call(args);
+        if let Some(c) = &self.conn {
+            let t = Some(Duration::from_millis(self.spec.reply_timeout_ms));
+            let _ = c.stream_clone().set_read_timeout(t);
+        }
+        reply
+    }
+
+    /// Sends `MULTI`, the commands and `EXEC` in one write; the EXEC reply's integers (`None`
+    /// if no EXEC array came back).
+    fn transaction(&mut self, cmds: &[&[&str]]) -> Option<Vec<i64>> {
+        let c = self.connect()?;
+        let mut data = encode(&["MULTI"]);
+        cmds.iter().for_each(|a| data.extend(encode(a)));
+        data.extend(encode(&["EXEC"]));
+        let mut replies = Vec::new();
+        let ok = c.try_send_raw(&data).is_ok()
+            && (0..cmds.len() + 2).all(|_| c.try_read_reply().map(|r| replies.push(r)).is_ok());
+        let exec = replies.last().filter(|r| ok && r.starts_with(b"*"));
+        let Some(exec) = exec else {
+            self.conn = None;
+            return None;
+        };
+        let text = String::from_utf8_lossy(exec);
+        Some(
+            text.split("\r\n")
+                .filter_map(|l| l.strip_prefix(':')?.parse().ok())
+                .collect(),
+        )
+    }
+
+    /// Records an operation that ran from `times.0` to `times.1` and ended with `reply`.
+    fn record(&mut self, op: OpLine<'_>, times: (u64, u64), reply: &Reply) {
+        let (outcome, result) = match reply {
+            Reply::Int(n) => (Outcome::Ok, Some(n.to_string())),
+            Reply::Bulk(v) => (Outcome::Ok, v.clone()),
+            Reply::Simple => (Outcome::Ok, Some("OK".to_string())),
+            Reply::Fenced => (Outcome::Fail, None),
+            Reply::Unknown => (Outcome::Unknown, None),
+        };
+        let op = Op {
+            client: self.spec.id,
+            f: op.f.into(),
+            key: op.key.into(),
+            arg: op.arg.map(str::to_string),
+            token: op.token,
+            inv: times.0,
+            ret: times.1,
+            outcome,
+            result,
+        };
+        if let Ok(line) = serde_json::to_string(&op) {
+            let _ = writeln!(self.out, "{line}");
+            let _ = self.out.flush();
+        }
+    }
+
     /// Runs a command and records it. Returns the reply.
     fn op(
         &mut self,
@@ -175,31 +262,14 @@ impl Client {
         token: Option<i64>,
         args: &[&str],
     ) -> Reply {
+        self.op_within(OpLine { f, key, arg, token }, args, None)
+    }
+
+    /// [`Client::op`] with its own reply timeout (see [`Client::call_within`]).
+    fn op_within(&mut self, op: OpLine<'_>, args: &[&str], timeout_ms: Option<u64>) -> Reply {
         let inv = self.now();
-        let reply = self.call(args);
-        let ret = self.now();
-        let (outcome, result) = match &reply {
-            Reply::Int(n) => (Outcome::Ok, Some(n.to_string())),
-            Reply::Bulk(v) => (Outcome::Ok, v.clone()),
-            Reply::Simple => (Outcome::Ok, Some("OK".to_string())),
-            Reply::Fenced => (Outcome::Fail, None),
-            Reply::Unknown => (Outcome::Unknown, None),
-        };
-        let op = Op {
-            client: self.spec.id,
-            f: f.into(),
-            key: key.into(),
-            arg: arg.map(str::to_string),
-            token,
-            inv,
-            ret,
-            outcome,
-            result,
-        };
-        if let Ok(line) = serde_json::to_string(&op) {
-            let _ = writeln!(self.out, "{line}");
-            let _ = self.out.flush();
-        }
+        let reply = self.call_within(args, timeout_ms);
+        self.record(op, (inv, self.now()), &reply);
         reply
     }
 
@@ -229,6 +299,8 @@ pub fn run(spec: ClientSpec) {
         Workload::Register => register(&mut c),
         Workload::Durability => durability(&mut c),
         Workload::Queue => queue(&mut c),
+        Workload::LockQueue => lock_queue(&mut c),
+        Workload::Scripts => scripts(&mut c),
     }
 }
 
@@ -402,5 +474,137 @@ fn queue(c: &mut Client) {
             c.op("bpop", key, None, None, &["BLPOP", key, "0.3"]);
         }
         c.sleep_ms(0, 5);
+    }
+}
+
+/// The keys of the lock-queue workload: most acquisitions go to the first, so that owners
+/// queue behind each other.
+pub const LOCK_QUEUE_KEYS: [&str; 2] = ["lq:0", "lq:1"];
+
+/// The owner name of the lock-queue client `id`.
+fn queue_owner(id: u32) -> String {
+    format!("q{id}")
+}
+
+fn lock_queue(c: &mut Client) {
+    let owner = queue_owner(c.spec.id);
+    while c.running() {
+        let key = LOCK_QUEUE_KEYS[usize::from(c.rng.gen_bool(0.2))];
+        let line = |f| OpLine {
+            f,
+            key,
+            arg: Some(&owner),
+            token: None,
+        };
+        match c.rng.gen_range(0..100) {
+            // Someone breaks the lock under the queue.
+            0..=5 => {
+                c.op("qdel", key, None, None, &["DEL", key]);
+            }
+            // ... and releases some owner's claim in the same transaction.
+            6..=9 => break_and_release(c, key),
+            _ => {
+                let ttl = c.rng.gen_range(200..=1_500u64);
+                let wait = c.rng.gen_range(100..=2_000u64);
+                let (px, w) = (ttl.to_string(), wait.to_string());
+                let args = ["LOCK", key, &owner, "PX", &px, "WAIT", &w];
+                // The client gives up a while after the server should have answered nil,
+                // or, one time in eight, hangs up half-way through the wait.
+                let timeout = if c.rng.gen_bool(0.125) {
+                    wait / 2
+                } else {
+                    wait + 2_000
+                };
+                let granted = c.op_within(line("qlock"), &args, Some(timeout));
+                // Held for a good part of the lease (sometimes past it), so that the other
+                // owners queue behind it.
+                if let Reply::Int(_) = granted {
+                    c.sleep_ms(ttl / 4, ttl * 3 / 4);
+                    // The holder breaks its own lock with the owners queued behind it: the
+                    // DEL grants the key to the head of the queue, the UNLOCK releases some
+                    // owner's claim, in one entry (the shape of a duplicate-token report).
+                    if c.rng.gen_bool(0.2) {
+                        break_and_release(c, key);
+                    }
+                }
+                // `finally`: release whatever the LOCK's outcome (a timed-out or hung-up
+                // wait may still have been granted).
+                c.op("qunlock", key, Some(&owner), None, &["UNLOCK", key, &owner]);
+            }
+        }
+        c.sleep_ms(0, 20);
+    }
+}
+
+/// `MULTI / DEL key / UNLOCK key <some lock-queue owner> / EXEC`, recorded as `qexec`.
+fn break_and_release(c: &mut Client, key: &str) {
+    let ids = &c.spec.lock_queue_ids;
+    let other = queue_owner(match ids.len() {
+        0 => c.spec.id,
+        n => ids[c.rng.gen_range(0..n)],
+    });
+    let inv = c.now();
+    let reply = match c.transaction(&[&["DEL", key], &["UNLOCK", key, &other]]) {
+        Some(r) => Reply::Int(r.iter().sum()),
+        None => Reply::Unknown,
+    };
+    let op = OpLine {
+        f: "qexec",
+        key,
+        arg: Some(&other),
+        token: None,
+    };
+    c.record(op, (inv, c.now()), &reply);
+}
+
+/// Lock-library scripts (the shapes of tests/it/lock_scripts.rs): acquire, LOCK inside a
+/// script, extend, release.
+const SCRIPT_ACQUIRE: &str = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
+const SCRIPT_LOCK: &str = "return redis.call('LOCK', KEYS[1], ARGV[1], 'PX', ARGV[2])";
+const SCRIPT_EXTEND: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+const SCRIPT_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+/// The keys of the script workload.
+pub const SCRIPT_KEYS: [&str; 2] = ["sl:0", "sl:1"];
+
+fn scripts(c: &mut Client) {
+    let mut n = 0u64;
+    while c.running() {
+        n += 1;
+        let key = SCRIPT_KEYS[c.rng.gen_range(0..SCRIPT_KEYS.len())];
+        let owner = format!("s{}-{n}", c.spec.id);
+        let px = c.rng.gen_range(200..=1_500u64).to_string();
+        let eval = |script: &str, extra: &str| {
+            ["EVAL", script, "1", key, owner.as_str(), extra].map(String::from)
+        };
+        let call = |c: &mut Client, f: &str, args: [String; 6]| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            c.op(f, key, Some(&owner), None, &args)
+        };
+        // The token: LOCK inside a script, or SET NX PX by script and then LOCK by the same
+        // owner (which returns the SET's token).
+        let token = if c.rng.gen_bool(0.5) {
+            call(c, "slock", eval(SCRIPT_LOCK, px.as_str()))
+        } else {
+            match call(c, "sacquire", eval(SCRIPT_ACQUIRE, px.as_str())) {
+                Reply::Simple => c.op(
+                    "slock",
+                    key,
+                    Some(&owner),
+                    None,
+                    &["LOCK", key, &owner, "PX", &px],
+                ),
+                other => other,
+            }
+        };
+        if let Reply::Int(_) = token {
+            c.sleep_ms(0, 50);
+            if c.rng.gen_bool(0.5) {
+                call(c, "sextend", eval(SCRIPT_EXTEND, px.as_str()));
+            }
+        }
+        // Released by script whatever happened (an unknown acquire may have succeeded).
+        call(c, "srelease", eval(SCRIPT_RELEASE, ""));
+        c.sleep_ms(0, 20);
     }
 }

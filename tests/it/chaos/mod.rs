@@ -3,18 +3,21 @@
 //! `CHAOS_NET=netns`, blackhole routes between network namespaces, peer latency,
 //! membership changes, clock faults, crashes during snapshot catch-up, full-cluster crash),
 //! client processes recording every operation, and checkers for the fenced counter (and its
-//! two controls), the lock model, linearizable registers and durability.
+//! two controls), the lock model, one token per grant (across every workload, the lock
+//! queue and lock-library scripts included), linearizable registers, durability, and equal
+//! `RAFT.DIGEST`s on every node at one applied index once the faults stop.
 //!
 //! - `history`: the recorded operations (JSON lines);
 //! - `client`: the client processes (this test binary, re-invoked as `chaos::client_process`);
 //! - `nemesis`: the fault schedule and how each fault is applied and healed;
-//! - `check`, `linear`: the checkers;
+//! - `check`, `linear`: the checkers; `agree`: the RAFT.DIGEST comparison;
 //! - `run`: one run end to end; `watch`: client pauses and leader sampling beside it;
 //!   `plot`: the run's timeline PNG.
 //!
 //! The short runs below are part of the test suite. Long soaks go through
 //! `scripts/chaos.sh`, which runs the ignored `chaos::soak` test. See docs/reliability.md.
 
+mod agree;
 mod check;
 mod client;
 mod history;
@@ -43,7 +46,8 @@ fn out_dir(name: &str, seed: u64) -> PathBuf {
         .join(format!("{name}-seed{seed}"))
 }
 
-/// The client mix of a full run: the fenced counter, the lock model, registers, durability.
+/// The client mix of a full run: the fenced counter, the lock model, registers, durability,
+/// the pop queue, three owners queueing for locks, and lock-library scripts.
 fn full_mix(counter: Mode) -> Vec<Workload> {
     let mut w = vec![Workload::Counter(counter); 4];
     w.extend([
@@ -54,6 +58,8 @@ fn full_mix(counter: Mode) -> Vec<Workload> {
     ]);
     w.push(Workload::Durability);
     w.push(Workload::Queue);
+    w.extend([Workload::LockQueue; 3]);
+    w.push(Workload::Scripts);
     w
 }
 

@@ -16,7 +16,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::check::{self, CounterSummary, Finding, LockSummary, QueueSummary};
+use super::agree::{self, DigestSummary};
+use super::check::{self, CounterSummary, Finding, LockSummary, QueueSummary, TokenSummary};
 use super::client::{ClientSpec, Workload, COUNTER_KEY};
 use super::history::{read_jsonl, unix_us, write_jsonl, Op, Outcome};
 use super::linear;
@@ -100,6 +101,10 @@ pub struct Report {
     pub locks: Option<LockSummary>,
     /// Queue workload (RPUSH and BLPOP).
     pub queue: Option<QueueSummary>,
+    /// Tokens given by every workload's grants (one token, one grant).
+    pub tokens: TokenSummary,
+    /// The RAFT.DIGEST comparisons (after healing, and after the full-cluster restart).
+    pub digests: Vec<DigestSummary>,
     /// Register keys checked and keys the search gave up on.
     pub register_keys: usize,
     /// Register keys whose check ran out of budget.
@@ -132,6 +137,18 @@ impl Report {
         }
         if let Some(q) = &self.queue {
             s += &format!("  queue: {q:?}\n");
+        }
+        s += &format!("  tokens: {:?}\n", self.tokens);
+        for d in &self.digests {
+            let digests: std::collections::BTreeSet<&str> =
+                d.digests.values().map(|h| &h[..12]).collect();
+            s += &format!(
+                "  digest {}: {} nodes at applied index {} (after {} rounds): {digests:?}\n",
+                d.phase,
+                d.digests.len(),
+                d.applied_index,
+                d.rounds
+            );
         }
         s += &format!(
             "  register: {} keys checked, inconclusive {:?}\n  durability: {} acknowledged writes checked after full-cluster kill -9\n",
@@ -341,6 +358,9 @@ fn spawn_clients(
     end_us: u64,
 ) -> Vec<(u32, ChildGuard)> {
     let exe = std::env::current_exe().expect("current exe");
+    let lock_queue_ids: Vec<u32> = (0..spec.clients.len() as u32)
+        .filter(|i| spec.clients[*i as usize] == Workload::LockQueue)
+        .collect();
     spec.clients
         .iter()
         .enumerate()
@@ -358,6 +378,7 @@ fn spawn_clients(
                 work_ms: 10,
                 self_pause_per_mille: spec.self_pause_per_mille,
                 reply_timeout_ms: 4_000,
+                lock_queue_ids: lock_queue_ids.clone(),
             };
             let log = std::fs::File::create(spec.out_dir.join(format!("client-{id}.log")))
                 .expect("client log");
@@ -464,6 +485,7 @@ fn final_phase(
                 .push("could not read the counter after healing".into()),
         }
     }
+    compare_digests(target, members, "after healing", report);
     if !spec.full_crash {
         return final_value;
     }
@@ -490,11 +512,26 @@ fn final_phase(
             });
         }
     }
+    compare_digests(target, members, "after the full-cluster restart", report);
     let read = read_durable(target, ops);
     let (checked, findings) = check::check_durability(ops, &read);
     report.durable_writes_checked = checked;
     report.findings.extend(findings);
     final_value
+}
+
+/// How long the nodes may take to show one applied index after the faults.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// Compares RAFT.DIGEST on every member at one applied index (see `agree`).
+fn compare_digests(target: &Target, members: &[u64], phase: &str, report: &mut Report) {
+    match agree::check_digests(target, members, phase, SETTLE) {
+        Ok((summary, findings)) => {
+            report.digests.push(summary);
+            report.findings.extend(findings);
+        }
+        Err(problem) => report.liveness.push(problem),
+    }
 }
 
 /// Reads back every durability key written with an OK or unknown outcome.
@@ -540,6 +577,9 @@ fn merge_histories(spec: &RunSpec) -> Vec<Op> {
 }
 
 fn check_all(spec: &RunSpec, ops: &[Op], final_value: Option<i64>, report: &mut Report) {
+    let (tokens, f) = check::check_tokens(ops);
+    report.tokens = tokens;
+    report.findings.extend(f);
     let c = &mut report.ops;
     c.total = ops.len();
     for op in ops {
