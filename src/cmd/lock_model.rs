@@ -27,7 +27,7 @@ use super::multi::Exec;
 use super::{parse, Command, Request};
 use crate::raft_types::Batch;
 use crate::resp::Reply;
-use crate::state::{Event, Keyspace, LockEventKind, Value, WaiterId};
+use crate::state::{Event, Keyspace, LockEventKind, WaiterId};
 use crate::store::state_machine::apply_batch;
 
 const KEYS: [&str; 2] = ["k0", "k1"];
@@ -534,6 +534,7 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::Value;
     use proptest::prelude::*;
 
     fn op() -> impl Strategy<Value = Op> {
