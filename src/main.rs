@@ -1,5 +1,6 @@
 //! The `palisade` binary: configuration, tracing, start the node, wait for a signal (SIGHUP
-//! reloads the TLS certificates; SIGINT and SIGTERM stop), shut down.
+//! reloads the TLS certificates; SIGINT and SIGTERM stop), shut down. If Raft stops by itself
+//! (a storage error, a bad snapshot), the process exits at once with status 70 (fail-stop).
 
 use palisade::config::{Config, Settings};
 use palisade::server::Server;
@@ -54,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! {
             r = &mut stop_signal => break r?,
             _ = server.shutdown_requested() => break,
+            why = server.raft_stopped() => fail_stop(&why),
             // As Redis's operators expect of a TLS server: SIGHUP rereads the certificates.
             _ = hangup.recv() => server.reload_tls(),
         }
@@ -61,6 +63,22 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down");
     server.shutdown().await;
     Ok(())
+}
+
+/// The exit status of a node that stopped because its Raft did (fail-stop).
+const FAIL_STOP_STATUS: i32 = 70;
+
+/// Ends the process at once: Raft has stopped, so this node can neither commit nor apply and
+/// must not serve on as a zombie. No orderly shutdown, which would wait for Raft and for
+/// storage calls that may never return; what is on disk is what a kill -9 would leave.
+fn fail_stop(why: &str) -> ! {
+    tracing::error!(
+        reason = why,
+        status = FAIL_STOP_STATUS,
+        "FATAL: raft stopped; this node cannot commit or apply and exits (fail-stop)"
+    );
+    eprintln!("palisade: fatal: raft stopped: {why}");
+    std::process::exit(FAIL_STOP_STATUS)
 }
 
 /// The tracing filter for `--log-level`: a bare level keeps openraft's chatty per-election

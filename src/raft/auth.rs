@@ -420,10 +420,8 @@ mod tests {
             .accept(&mut b, 2)
             .await
             .expect_err("refused");
-        assert!(
-            why.contains("peer protocol version 2, this node speaks 3"),
-            "{why}"
-        );
+        let want = format!("peer protocol version 2, this node speaks {PROTOCOL_VERSION}");
+        assert!(why.contains(&want), "{why}");
     }
 
     #[tokio::test]

@@ -22,7 +22,9 @@ use openraft::raft::{
 use openraft::{OptionalSend, RaftNetworkV2};
 
 use super::auth::PeerAuth;
-use super::protocol::{Envelope, PeerConn, PeerError, PeerRequest, PeerResponse, PROTOCOL_VERSION};
+use super::protocol::{
+    Envelope, PeerConn, PeerError, PeerRequest, PeerResponse, MAX_SNAPSHOT_IMAGE, PROTOCOL_VERSION,
+};
 use super::{Node, NodeId, Snapshot, TypeConfig, Vote};
 
 /// How long a connection attempt to a peer may take.
@@ -200,6 +202,16 @@ impl PeerClient {
         chunk: usize,
     ) -> Result<SnapshotResponse<TypeConfig>, RpcErr> {
         let data = Bytes::from(snapshot.snapshot);
+        if data.len() as u64 > MAX_SNAPSHOT_IMAGE {
+            // A follower would refuse it at the cap; say why here instead of sending it.
+            let why = format!(
+                "snapshot image of {} bytes is over the {MAX_SNAPSHOT_IMAGE} bytes a node accepts; node {} cannot catch up from it",
+                data.len(),
+                self.target
+            );
+            tracing::error!(why, "snapshot not sent");
+            return Err(unreachable(&PeerError::Io(why)));
+        }
         let mut offset = 0;
         while offset < data.len() {
             let end = (offset + chunk).min(data.len());

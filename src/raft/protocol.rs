@@ -25,10 +25,19 @@ use crate::resp::Reply;
 /// Largest peer frame (a snapshot chunk is at most a few MiB).
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
+/// Largest snapshot image a node sends or reassembles from a peer (2 GiB). The receiver
+/// holds the whole image in memory (and its install writes it in one WriteBatch), so a peer
+/// that keeps sending pieces is refused at this size with a message naming it, instead of
+/// growing the buffer without end. An image is the encoded state machine, which every node
+/// also holds in memory, so a cluster whose data outgrows it has outgrown its nodes.
+pub const MAX_SNAPSHOT_IMAGE: u64 = 2 << 30;
+
 /// The peer protocol this build speaks. Version 1 was the openraft 0.9 protocol, version 2
-/// had no handshake (`super::auth`); nodes of different versions never form one cluster, and
-/// a frame of another version is refused with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// had no handshake (`super::auth`), version 3 lacked the command and reply tags added since
+/// (blocking pops, sorted sets, GEO and more) and snapshot image format 5 (the `popq`
+/// records); nodes of different versions never form one cluster, and a peer of another
+/// version is refused in the handshake with a message that names both.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// One request from a peer.
 #[derive(Debug, Serialize, Deserialize)]

@@ -19,8 +19,10 @@ use tracing::Instrument;
 
 use super::auth::HANDSHAKE_TIMEOUT;
 use super::network::PeerContext;
-use super::protocol::{codec, Envelope, PeerFramed, PeerRequest, PeerResponse, PROTOCOL_VERSION};
-use super::{Raft, Snapshot};
+use super::protocol::{
+    codec, Envelope, PeerFramed, PeerRequest, PeerResponse, MAX_SNAPSHOT_IMAGE, PROTOCOL_VERSION,
+};
+use super::{NodeId, Raft, Snapshot};
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::store::schema;
@@ -41,6 +43,64 @@ pub trait ClientHandler: Send + Sync + 'static {
     ) -> BoxFuture<Vec<Reply>>;
     /// Runs a forwarded RAFT.* admin command.
     fn admin(&self, argv: Vec<Bytes>) -> BoxFuture<Reply>;
+}
+
+/// Most peer connections that may be in their handshake at once. Until a peer has proved
+/// itself it costs a task and a socket; past this many, new connections are closed at once
+/// (and logged as refusals) until some finish or time out.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// A snapshot image being reassembled on one connection, never larger than `cap`.
+#[derive(Debug)]
+pub struct Reassembly {
+    image: Vec<u8>,
+    cap: u64,
+}
+
+impl Reassembly {
+    /// An empty reassembly that refuses images over `cap` bytes.
+    pub fn new(cap: u64) -> Reassembly {
+        Reassembly {
+            image: Vec::new(),
+            cap,
+        }
+    }
+
+    /// Adds the piece at `offset` (0 starts a new image); `Err` says why it is refused, and
+    /// the image so far is dropped.
+    pub fn add(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+        if offset == 0 {
+            self.image = Vec::new();
+        }
+        let have = self.image.len() as u64;
+        if offset != have {
+            self.image = Vec::new();
+            return Err(format!(
+                "snapshot piece at {offset} does not follow the {have} bytes received"
+            ));
+        }
+        if have.saturating_add(data.len() as u64) > self.cap {
+            self.image = Vec::new();
+            return Err(format!(
+                "snapshot image larger than the {} bytes a node accepts",
+                self.cap
+            ));
+        }
+        self.image.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Takes the whole image, which must be `len` bytes long.
+    pub fn take(&mut self, len: u64) -> Result<Vec<u8>, String> {
+        let data = std::mem::take(&mut self.image);
+        if data.len() as u64 != len {
+            return Err(format!(
+                "snapshot image of {} bytes, announced {len}",
+                data.len()
+            ));
+        }
+        Ok(data)
+    }
 }
 
 /// Everything the inbound service needs.
@@ -101,6 +161,7 @@ impl Refusals {
 impl Service {
     /// Accepts peer connections until `stop` changes.
     pub async fn run(self, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
         loop {
             let (stream, peer) = tokio::select! {
                 a = listener.accept() => match a {
@@ -113,11 +174,16 @@ impl Service {
                 },
                 _ = stop.changed() => return,
             };
+            let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                let why = format!("{MAX_PENDING_HANDSHAKES} peer connections already in their handshake; closing a new one");
+                self.refusals.note(peer, &why);
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let svc = self.clone();
             let rx = stop.clone();
             tokio::spawn(
-                svc.serve_conn(stream, peer, rx)
+                svc.serve_conn(stream, peer, rx, permit)
                     .instrument(tracing::debug_span!("peer", peer = %peer)),
             );
         }
@@ -128,13 +194,14 @@ impl Service {
         stream: TcpStream,
         peer: SocketAddr,
         mut stop: watch::Receiver<bool>,
+        handshake_slot: tokio::sync::OwnedSemaphorePermit,
     ) {
         let auth = &self.ctx.auth;
         let handshake = async {
             let io = auth.accept_stream(stream).await?;
             let mut framed = Framed::new(io, codec());
-            auth.accept(&mut framed, self.ctx.node_id).await?;
-            Ok::<_, String>(framed)
+            let hello = auth.accept(&mut framed, self.ctx.node_id).await?;
+            Ok::<_, String>((framed, hello.from))
         };
         let opened = tokio::select! {
             r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
@@ -143,15 +210,16 @@ impl Service {
             },
             _ = stop.changed() => return,
         };
-        let mut framed = match opened {
-            Ok(framed) => framed,
+        drop(handshake_slot);
+        let (mut framed, peer_id) = match opened {
+            Ok(opened) => opened,
             Err(why) => {
                 self.refusals.note(peer, &why);
                 return;
             }
         };
         // A snapshot image being received on this connection.
-        let mut image: Vec<u8> = Vec::new();
+        let mut image = Reassembly::new(MAX_SNAPSHOT_IMAGE);
         loop {
             let frame = tokio::select! {
                 f = framed.next() => f,
@@ -160,12 +228,12 @@ impl Service {
             let Some(env) = self.receive(frame) else {
                 return;
             };
-            let resp = match self.check(&env) {
+            let resp = match self.check(&env, peer_id) {
                 Err(why) => PeerResponse::Rejected(why),
                 Ok(()) => match env.body {
                     PeerRequest::OpenStream => {
                         if send(&mut framed, &PeerResponse::StreamOpened).await {
-                            self.serve_stream(framed, stop).await;
+                            self.serve_stream(framed, peer_id, stop).await;
                         }
                         return;
                     }
@@ -195,12 +263,17 @@ impl Service {
     /// An append stream: requests go to Raft as they arrive, answers come back in order as
     /// Raft gives them (each once the entries are synced). Ends with the connection, or when
     /// Raft ends the stream (a conflict, a higher vote, shutdown).
-    async fn serve_stream(&self, framed: PeerFramed, mut stop: watch::Receiver<bool>) {
+    async fn serve_stream(
+        &self,
+        framed: PeerFramed,
+        peer_id: NodeId,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let (mut sink, mut source) = framed.split();
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let reader = async {
             while let Some(env) = self.receive(source.next().await) {
-                if let Err(why) = self.check(&env) {
+                if let Err(why) = self.check(&env, peer_id) {
                     tracing::warn!(why, from = env.from, "append stream refused");
                     return;
                 }
@@ -257,9 +330,16 @@ impl Service {
         }
     }
 
-    /// Checks the protocol version, the target node id and the cluster id; a joining node
-    /// learns the cluster id from its first Raft contact.
-    fn check(&self, env: &Envelope) -> Result<(), String> {
+    /// Checks the protocol version, the sender (the node the connection's handshake was
+    /// made by, `peer_id`), the target node id and the cluster id; a joining node learns the
+    /// cluster id from its first Raft contact.
+    fn check(&self, env: &Envelope, peer_id: NodeId) -> Result<(), String> {
+        if env.from != peer_id {
+            return Err(format!(
+                "a frame from node {} on a connection that node {peer_id} opened: a peer speaks only for the node it authenticated as",
+                env.from
+            ));
+        }
         if env.proto != PROTOCOL_VERSION {
             return Err(format!(
                 "peer protocol version {} from node {}, this node speaks {PROTOCOL_VERSION}: nodes of different Palisade versions cannot form one cluster",
@@ -302,7 +382,7 @@ impl Service {
         Ok(())
     }
 
-    async fn dispatch(&self, body: PeerRequest, image: &mut Vec<u8>) -> PeerResponse {
+    async fn dispatch(&self, body: PeerRequest, image: &mut Reassembly) -> PeerResponse {
         let text = |e: &dyn std::fmt::Display| e.to_string();
         match body {
             PeerRequest::Append(rpc) => {
@@ -315,28 +395,18 @@ impl Service {
                 PeerResponse::Vote(self.raft.pre_vote(rpc).await.map_err(|e| text(&e)))
             }
             PeerRequest::OpenStream => PeerResponse::Rejected("stream already open".into()),
-            PeerRequest::SnapshotChunk { offset, data } => {
-                if offset == 0 {
-                    image.clear();
+            PeerRequest::SnapshotChunk { offset, data } => match image.add(offset, &data) {
+                Ok(()) => PeerResponse::SnapshotChunk,
+                Err(why) => {
+                    tracing::warn!(why, "snapshot piece refused");
+                    PeerResponse::Rejected(why)
                 }
-                if offset != image.len() as u64 {
-                    image.clear();
-                    return PeerResponse::Rejected(format!(
-                        "snapshot piece at {offset} does not follow the {} bytes received",
-                        image.len()
-                    ));
-                }
-                image.extend_from_slice(&data);
-                PeerResponse::SnapshotChunk
-            }
+            },
             PeerRequest::SnapshotDone { vote, meta, len } => {
-                let data = std::mem::take(image);
-                if data.len() as u64 != len {
-                    return PeerResponse::Rejected(format!(
-                        "snapshot image of {} bytes, announced {len}",
-                        data.len()
-                    ));
-                }
+                let data = match image.take(len) {
+                    Ok(data) => data,
+                    Err(why) => return PeerResponse::Rejected(why),
+                };
                 let snapshot = Snapshot {
                     meta,
                     snapshot: data,
@@ -376,5 +446,29 @@ where
             tracing::error!(error = %e, "cannot encode peer response");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that keeps sending pieces is refused at the cap, with a message naming it, and
+    /// the buffer is dropped; an image up to the cap goes through.
+    #[test]
+    fn a_reassembly_is_refused_past_its_cap() {
+        let mut r = Reassembly::new(10);
+        r.add(0, b"01234").expect("first piece");
+        r.add(5, b"56789").expect("up to the cap");
+        assert_eq!(r.take(10).expect("whole image"), b"0123456789");
+        r.add(0, b"0123456789").expect("a new image");
+        let why = r.add(10, b"x").expect_err("past the cap");
+        assert!(why.contains("larger than the 10 bytes"), "{why}");
+        assert_eq!(r.image.capacity(), 0, "the refused image is dropped");
+        let why = r.add(5, b"x").expect_err("does not follow");
+        assert!(why.contains("does not follow the 0 bytes"), "{why}");
+        r.add(0, b"abc").expect("restart");
+        let why = r.take(4).expect_err("announced length differs");
+        assert!(why.contains("of 3 bytes, announced 4"), "{why}");
     }
 }

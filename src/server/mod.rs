@@ -882,6 +882,22 @@ impl Server {
         self.shared.settings.set_log_hook(hook);
     }
 
+    /// Returns, with the reason, once Raft has stopped by itself: a storage error, a bad
+    /// snapshot image or metadata, a panic in its core. Such a node can neither commit nor
+    /// apply, so it must not go on answering clients (fail-stop, docs/reliability.md).
+    pub async fn raft_stopped(&self) -> String {
+        let mut metrics = self.shared.raft.metrics();
+        loop {
+            let state = metrics.borrow_watched().running_state.clone();
+            if let Err(fatal) = state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "the Raft core task ended".into();
+            }
+        }
+    }
+
     /// Returns when a client has asked this node to stop (SHUTDOWN).
     pub async fn shutdown_requested(&self) {
         self.shared.shutdown.notified().await

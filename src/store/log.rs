@@ -10,6 +10,9 @@
 //! what it has submitted while its own sync runs and counts itself toward the quorum only
 //! once the callback has fired; a follower answers an append once its sync has. While one
 //! sync runs, further appends queue behind it, and the next sync completes all of them.
+//!
+//! Every write runs on tokio's blocking pool ([`super::off_runtime`]), so a slow disk never
+//! holds a worker thread of the runtime.
 
 use std::fmt::Debug;
 use std::io;
@@ -115,10 +118,24 @@ impl LogStore {
         &self.db
     }
 
-    fn put_meta_synced<T: serde::Serialize>(&self, key: &[u8], v: &T) -> Result<()> {
+    async fn put_meta_synced<T: serde::Serialize>(&self, key: &[u8], v: &T) -> Result<()> {
         let mut wb = WriteBatch::default();
         wb.put_cf(cf(&self.db, CF_META)?, key, enc(v)?);
-        self.db.write_opt(wb, &synced()).map_err(write_err)
+        self.write_off_runtime(wb, true).await
+    }
+
+    /// Writes `wb` (synced if asked) on the blocking pool (see [`super::off_runtime`]).
+    async fn write_off_runtime(&self, wb: WriteBatch, sync: bool) -> Result<()> {
+        let db = self.db.clone();
+        super::off_runtime(move || {
+            let opts = if sync {
+                synced()
+            } else {
+                WriteOptions::default()
+            };
+            db.write_opt(wb, &opts).map_err(write_err)
+        })
+        .await
     }
 
     /// Waits until the state machine has persisted `index` as applied.
@@ -279,16 +296,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<()> {
-        self.put_meta_synced(K_VOTE, vote)
+        self.put_meta_synced(K_VOTE, vote).await
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<()> {
         // Not synced: a lost `committed` only means entries are re-applied after the next
         // commit, never that an uncommitted entry is applied. (Leader restore, which would
         // trust a stale state machine, is off: see `raft::node`.)
-        self.db
-            .put_cf(cf(&self.db, CF_META)?, K_COMMITTED, enc(&committed)?)
-            .map_err(write_err)
+        let mut wb = WriteBatch::default();
+        wb.put_cf(cf(&self.db, CF_META)?, K_COMMITTED, enc(&committed)?);
+        self.write_off_runtime(wb, false).await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>> {
@@ -308,9 +325,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             n += 1;
         }
         // Written now (readable at once), synced by the sync thread before `callback` runs.
-        if let Err(e) = self.db.write(wb) {
-            callback.io_completed(Err(io::Error::other(e.to_string())));
-            return Err(write_err(e));
+        if let Err(e) = self.write_off_runtime(wb, false).await {
+            callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
         }
         let waiting = Waiting {
             callback,
@@ -331,7 +348,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut wb = WriteBatch::default();
         wb.delete_range_cf(cf(&self.db, CF_LOG)?, index_key(from), index_key(u64::MAX));
         wb.delete_cf(cf(&self.db, CF_LOG)?, index_key(u64::MAX));
-        self.db.write_opt(wb, &synced()).map_err(write_err)
+        self.write_off_runtime(wb, true).await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<()> {
@@ -346,6 +363,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             index_key(0),
             index_key(log_id.index.saturating_add(1)),
         );
-        self.db.write_opt(wb, &synced()).map_err(write_err)
+        self.write_off_runtime(wb, true).await
     }
 }

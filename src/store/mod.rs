@@ -14,6 +14,20 @@ use std::sync::Arc;
 pub use log::LogStore;
 pub use state_machine::{SmState, StateMachine};
 
+/// Runs a blocking storage call (a RocksDB write, a sync, work under the state lock) on
+/// tokio's blocking pool. A slow or stalled disk then holds a blocking thread, never one of
+/// the few worker threads that run the timers, the client sessions and Raft itself, so
+/// every client still gets its reply or its deadline error.
+pub(crate) async fn off_runtime<T, F>(f: F) -> io::Result<T>
+where
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io::Error::other(format!("storage task failed: {e}")))?
+}
+
 /// Errors opening the store that a caller may want to tell apart.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

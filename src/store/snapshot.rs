@@ -152,6 +152,26 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Checks that the metadata a snapshot arrived with describes its image: the same last
+/// applied log id and the same membership. A mismatch (a bug, or a forged `SnapshotDone`)
+/// is an error: installing would put the state of one point in the log under the metadata
+/// of another, and the node could no longer be trusted.
+pub fn check_meta(header: &Header, meta: &crate::raft_types::SnapshotMeta) -> Result<()> {
+    if header.last_applied != meta.last_log_id {
+        return Err(corrupt(&format!(
+            "the image is at {:?} but its metadata says {:?}",
+            header.last_applied, meta.last_log_id
+        )));
+    }
+    if header.membership != meta.last_membership {
+        return Err(corrupt(&format!(
+            "the image's membership {:?} is not its metadata's {:?}",
+            header.membership, meta.last_membership
+        )));
+    }
+    Ok(())
+}
+
 /// Decodes an image into its header and keyspace.
 pub fn decode(data: &[u8]) -> Result<(Header, Keyspace)> {
     let mut r = Reader { buf: data };

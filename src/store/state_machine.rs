@@ -91,7 +91,9 @@ impl Default for SmState {
 /// Events buffered per receiver before the slowest one starts losing them.
 pub const EVENT_CAPACITY: usize = 65_536;
 
-/// The state machine handle owned by openraft.
+/// The state machine handle owned by openraft; clones share the database and the state (a
+/// clone runs each storage call on the blocking pool, see [`super::off_runtime`]).
+#[derive(Clone)]
 pub struct StateMachine {
     db: Arc<DB>,
     state: Arc<RwLock<SmState>>,
@@ -193,8 +195,8 @@ impl StateMachine {
         self.state.clone()
     }
 
-    /// Writes the keyspace changes and the applied metadata in one WriteBatch.
-    fn persist(&self, st: &mut SmState) -> Result<()> {
+    /// The keyspace changes and the applied metadata, as one WriteBatch.
+    fn changes_batch(&self, st: &mut SmState) -> Result<WriteBatch> {
         let changes = st.ks.take_changes(enc::<crate::state::Entry>);
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
@@ -243,13 +245,12 @@ impl StateMachine {
             }
         }
         wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
-        // Not synced: the log entries are synced, and the single WAL orders this write after
-        // them, so a crash can only lose a suffix that replaying the log restores.
-        self.db.write(wb).map_err(write_err)
+        Ok(wb)
     }
 
-    /// Replaces the whole persisted state with `st` (snapshot install), in one WriteBatch.
-    fn rewrite_all(&self, st: &SmState) -> Result<()> {
+    /// A WriteBatch that replaces the whole persisted state with `ks` at `applied` (snapshot
+    /// install).
+    fn rewrite_batch(&self, ks: &Keyspace, applied: &AppliedMeta) -> Result<WriteBatch> {
         let (kv, fence, meta) = (
             cf(&self.db, CF_KV)?,
             cf(&self.db, CF_FENCE)?,
@@ -266,28 +267,28 @@ impl StateMachine {
                 wb.delete_cf(family, k);
             }
         }
-        for (k, e) in st.ks.entries() {
+        for (k, e) in ks.entries() {
             wb.put_cf(kv, k, enc(e)?);
         }
-        for (k, f) in st.ks.fences() {
+        for (k, f) in ks.fences() {
             wb.put_cf(fence, k, f.to_be_bytes());
         }
-        for (sha, body) in st.ks.scripts() {
+        for (sha, body) in ks.scripts() {
             wb.put_cf(script, sha.as_bytes(), body);
         }
-        for (k, m) in st.ks.lock_metas() {
+        for (k, m) in ks.lock_metas() {
             wb.put_cf(locks, k, enc(m)?);
         }
-        for (name, u) in st.ks.users().stored() {
+        for (name, u) in ks.users().stored() {
             wb.put_cf(acl, name.as_bytes(), enc(u)?);
         }
-        for (k, q) in st.ks.pop_queues() {
+        for (k, q) in ks.pop_queues() {
             wb.put_cf(pops, k, enc(q)?);
         }
-        let budget = st.ks.script_budget_setting();
+        let budget = ks.script_budget_setting();
         wb.put_cf(script, K_SCRIPT_BUDGET, budget.to_be_bytes());
-        wb.put_cf(meta, K_APPLIED, enc(&applied_meta(st))?);
-        self.db.write(wb).map_err(write_err)
+        wb.put_cf(meta, K_APPLIED, enc(applied)?);
+        Ok(wb)
     }
 }
 
@@ -347,58 +348,30 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 }
 
 impl StateMachine {
-    /// Applies one run of entries under the state lock and persists them in one WriteBatch.
-    /// Returns each entry's reply, for the responders.
+    /// Applies one run of entries and persists them in one WriteBatch. Returns each entry's
+    /// reply, for the responders. Blocking: runs on the blocking pool.
+    ///
+    /// The state lock is held while the entries change the keyspace and their WriteBatch is
+    /// built, not while RocksDB writes it: readers (on the runtime's worker threads) never
+    /// wait for the disk. That is safe because every storage call of the state machine
+    /// (apply, install, the image of `get_current_snapshot`) runs one after the other on
+    /// openraft's state-machine task, so the database has caught up with the state before
+    /// anything reads the two together; and a reader that sees state not yet written sees
+    /// committed entries, which replaying the log restores after a crash.
     pub(crate) fn apply_run(&self, entries: Vec<Entry>) -> Result<Vec<BatchReply>> {
-        let mut st = self.state.write().map_err(|_| poisoned())?;
-        let mut replies = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let next = st.last_applied.map_or(0, |l| l.index + 1);
-            if entry.log_id.index < next {
-                // Already applied (a committed entry is the same on every node, so this is a
-                // repeat, never a different command). Applying it again would move
-                // `last_applied` backwards on disk, behind a log purged up to it.
-                tracing::warn!(
-                    entry = %entry.log_id,
-                    last_applied = ?st.last_applied,
-                    "skipping an entry the state machine has already applied"
-                );
-                replies.push(BatchReply::default());
-                continue;
-            }
-            if entry.log_id.index > next && st.last_applied.is_some() {
-                // openraft never does this (its storage suite does); loud, for diagnosis.
-                tracing::error!(
-                    entry = %entry.log_id,
-                    last_applied = ?st.last_applied,
-                    "applying an entry past a gap after the state machine's last applied"
-                );
-            }
-            st.last_applied = Some(entry.log_id);
-            match entry.payload {
-                EntryPayload::Blank => replies.push(BatchReply::default()),
-                EntryPayload::Normal(batch) => {
-                    st.applied_entries += 1;
-                    st.applied_commands += batch.cmds.len() as u64;
-                    let flags = st.notify_flags.load(std::sync::atomic::Ordering::Relaxed);
-                    st.ks.set_notify_flags(flags);
-                    let reply = apply_batch(&mut st.ks, entry.log_id.leader_id.term, &batch);
-                    for (cmd, r) in batch.cmds.iter().zip(&reply.0) {
-                        if let (crate::cmd::Command::Evict(_), Reply::Int(n)) = (cmd, r) {
-                            st.expired_total += *n as u64;
-                        }
-                    }
-                    replies.push(reply);
-                }
-                EntryPayload::Membership(m) => {
-                    st.membership = StoredMembership::new(Some(entry.log_id), m);
-                    replies.push(BatchReply::default());
-                }
-            }
-        }
-        self.persist(&mut st)?;
-        st.publish_users();
-        for event in st.ks.take_events() {
+        let (replies, wb, events, channels) = {
+            let mut st = self.state.write().map_err(|_| poisoned())?;
+            let replies = apply_entries(&mut st, entries);
+            let wb = self.changes_batch(&mut st)?;
+            st.publish_users();
+            let channels = (st.events.clone(), st.waiter_grants.clone());
+            (replies, wb, st.ks.take_events(), channels)
+        };
+        // Not synced: the log entries are synced, and the single WAL orders this write after
+        // them, so a crash can only lose a suffix that replaying the log restores.
+        self.db.write(wb).map_err(write_err)?;
+        let (all, waiter_grants) = channels;
+        for event in events {
             // No receiver is normal (nobody subscribed).
             if matches!(
                 event,
@@ -407,12 +380,123 @@ impl StateMachine {
                     ..
                 } | Event::Served { .. }
             ) {
-                let _ = st.waiter_grants.send(event.clone());
+                let _ = waiter_grants.send(event.clone());
             }
-            let _ = st.events.send(event);
+            let _ = all.send(event);
         }
         Ok(replies)
     }
+
+    /// Installs a received image, unless the state is already at or past it. Blocking: runs
+    /// on the blocking pool.
+    fn install(&self, meta: &SnapshotMeta, data: &[u8]) -> Result<()> {
+        let applied = self.state.read().map_err(|_| poisoned())?.last_applied;
+        tracing::info!(snapshot = %meta, ?applied, "installing a snapshot");
+        if meta.last_log_id.map(|l| l.index) <= applied.map(|l| l.index) {
+            // The state machine is already at or past it (same history, so it holds all of
+            // it); replacing it would move `last_applied` backwards, behind the log.
+            tracing::warn!(snapshot = %meta, ?applied, "keeping the newer state instead of an older snapshot");
+            return Ok(());
+        }
+        let (header, mut ks) = snapshot::decode(data)?;
+        snapshot::check_meta(&header, meta)?;
+        let applied = AppliedMeta {
+            last_applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+            revision: ks.revision(),
+            clock: *ks.clock(),
+        };
+        // State and last_applied in one WriteBatch, written before the state is swapped in.
+        // openraft cannot purge the log this snapshot covers before this write is done
+        // (`LogStore::purge` waits for it).
+        let wb = self.rewrite_batch(&ks, &applied)?;
+        self.db.write(wb).map_err(write_err)?;
+        let mut st = self.state.write().map_err(|_| poisoned())?;
+        ks.clear_changes();
+        ks.users_mut().continue_from(st.ks.users().generation());
+        st.ks = ks;
+        st.last_applied = meta.last_log_id;
+        st.membership = meta.last_membership.clone();
+        st.publish_users();
+        Ok(())
+    }
+
+    /// The image of the applied state, from a RocksDB snapshot taken under the state lock (so
+    /// it is exactly the state at `last_applied`); `None` before anything is applied.
+    /// Blocking: runs on the blocking pool.
+    fn current_image(&self) -> Result<Option<Snapshot>> {
+        let (db_snap, meta, header) = {
+            let st = self.state.read().map_err(|_| poisoned())?;
+            if st.last_applied.is_none() {
+                return Ok(None);
+            }
+            let header = Header {
+                format: IMAGE_FORMAT,
+                last_applied: st.last_applied,
+                membership: st.membership.clone(),
+                revision: st.ks.revision(),
+                clock: *st.ks.clock(),
+                scripts: st.ks.scripts().clone(),
+                script_budget: st.ks.script_budget_setting(),
+            };
+            (self.db.snapshot(), snapshot_meta(&st), header)
+        };
+        let data = snapshot::encode(&self.db, &db_snap, &header)?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: data,
+        }))
+    }
+}
+
+/// Applies `entries` to the state in memory; one reply per entry.
+fn apply_entries(st: &mut SmState, entries: Vec<Entry>) -> Vec<BatchReply> {
+    let mut replies = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let next = st.last_applied.map_or(0, |l| l.index + 1);
+        if entry.log_id.index < next {
+            // Already applied (a committed entry is the same on every node, so this is a
+            // repeat, never a different command). Applying it again would move
+            // `last_applied` backwards on disk, behind a log purged up to it.
+            tracing::warn!(
+                entry = %entry.log_id,
+                last_applied = ?st.last_applied,
+                "skipping an entry the state machine has already applied"
+            );
+            replies.push(BatchReply::default());
+            continue;
+        }
+        if entry.log_id.index > next && st.last_applied.is_some() {
+            // openraft never does this (its storage suite does); loud, for diagnosis.
+            tracing::error!(
+                entry = %entry.log_id,
+                last_applied = ?st.last_applied,
+                "applying an entry past a gap after the state machine's last applied"
+            );
+        }
+        st.last_applied = Some(entry.log_id);
+        match entry.payload {
+            EntryPayload::Blank => replies.push(BatchReply::default()),
+            EntryPayload::Normal(batch) => {
+                st.applied_entries += 1;
+                st.applied_commands += batch.cmds.len() as u64;
+                let flags = st.notify_flags.load(std::sync::atomic::Ordering::Relaxed);
+                st.ks.set_notify_flags(flags);
+                let reply = apply_batch(&mut st.ks, entry.log_id.leader_id.term, &batch);
+                for (cmd, r) in batch.cmds.iter().zip(&reply.0) {
+                    if let (crate::cmd::Command::Evict(_), Reply::Int(n)) = (cmd, r) {
+                        st.expired_total += *n as u64;
+                    }
+                }
+                replies.push(reply);
+            }
+            EntryPayload::Membership(m) => {
+                st.membership = StoredMembership::new(Some(entry.log_id), m);
+                replies.push(BatchReply::default());
+            }
+        }
+    }
+    replies
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
@@ -449,7 +533,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                 }
             }
-            let replies = self.apply_run(batch)?;
+            let sm = self.clone();
+            let replies = super::off_runtime(move || sm.apply_run(batch)).await?;
             for (responder, reply) in responders.into_iter().zip(replies) {
                 if let Some(r) = responder {
                     r.send(reply);
@@ -473,58 +558,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             tracing::warn!(ms, "test hook: delaying a snapshot install");
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
-        let applied = self.state.read().map_err(|_| poisoned())?.last_applied;
-        tracing::info!(snapshot = %meta, ?applied, "installing a snapshot");
-        if meta.last_log_id.map(|l| l.index) <= applied.map(|l| l.index) {
-            // The state machine is already at or past it (same history, so it holds all of
-            // it); replacing it would move `last_applied` backwards, behind the log.
-            tracing::warn!(snapshot = %meta, ?applied, "keeping the newer state instead of an older snapshot");
-            return Ok(());
-        }
-        let (header, ks) = snapshot::decode(&data)?;
-        if header.last_applied != meta.last_log_id {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "snapshot image and metadata disagree on last_applied",
-            ));
-        }
-        let mut st = self.state.write().map_err(|_| poisoned())?;
-        let users_generation = st.ks.users().generation();
-        st.ks = ks;
-        st.ks.clear_changes();
-        st.ks.users_mut().continue_from(users_generation);
-        st.last_applied = meta.last_log_id;
-        st.membership = meta.last_membership.clone();
-        // State and last_applied in one WriteBatch. openraft cannot purge the log this
-        // snapshot covers before this write is done (`LogStore::purge` waits for it).
-        self.rewrite_all(&st)?;
-        st.publish_users();
-        Ok(())
+        let (sm, meta) = (self.clone(), meta.clone());
+        super::off_runtime(move || sm.install(&meta, &data)).await
     }
 
-    /// The applied state, encoded from a RocksDB snapshot taken under the state lock (so it
-    /// is exactly the state at `last_applied`); `None` before anything is applied.
+    /// The applied state's image (see [`StateMachine::current_image`]).
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>> {
-        let (db_snap, meta, header) = {
-            let st = self.state.read().map_err(|_| poisoned())?;
-            if st.last_applied.is_none() {
-                return Ok(None);
-            }
-            let header = Header {
-                format: IMAGE_FORMAT,
-                last_applied: st.last_applied,
-                membership: st.membership.clone(),
-                revision: st.ks.revision(),
-                clock: *st.ks.clock(),
-                scripts: st.ks.scripts().clone(),
-                script_budget: st.ks.script_budget_setting(),
-            };
-            (self.db.snapshot(), snapshot_meta(&st), header)
-        };
-        let data = snapshot::encode(&self.db, &db_snap, &header)?;
-        Ok(Some(Snapshot {
-            meta,
-            snapshot: data,
-        }))
+        let sm = self.clone();
+        super::off_runtime(move || sm.current_image()).await
     }
 }

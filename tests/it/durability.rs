@@ -320,6 +320,12 @@ fn kill_9_mid_stream_keeps_every_acked_write() {
     let mut w = c.stream_clone();
     let acked = Arc::new(AtomicUsize::new(0));
     let sent = Arc::new(AtomicUsize::new(0));
+    // The reader's handle exists before the writer starts: the writer takes fewer than three
+    // handles for "the reader is gone". Cloned after the spawn, a writer that ran ahead (on
+    // a loaded machine, 2,100 commands before the main thread got to the clone) saw two,
+    // stopped for good, and the reader then waited for replies to commands never sent: a
+    // 15 s "no reply" in about one run in ten under load, with the server idle.
+    let acked_r = acked.clone();
     let (acked_w, sent_w) = (acked.clone(), sent.clone());
     // The writer keeps at most IN_FLIGHT commands unanswered, like a pipelining client.
     let writer = thread::spawn(move || {
@@ -341,7 +347,6 @@ fn kill_9_mid_stream_keeps_every_acked_write() {
             }
         }
     });
-    let acked_r = acked.clone();
     let reader = thread::spawn(move || loop {
         match c.try_read_reply() {
             Ok(r) => {

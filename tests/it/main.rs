@@ -30,6 +30,7 @@ mod diff_strings;
 mod diff_zsets;
 mod differential;
 mod durability;
+mod failstop;
 mod glob;
 mod golden;
 mod handshake;
