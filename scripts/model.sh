@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long run of the lock model (src/cmd/lock_model.rs): the property test with many more
+# The long run of the lock model (src/store/lock_model.rs): the property test with many more
 # histories than `cargo test` runs (400), then the lock_apply fuzz target.
 #
 #   scripts/model.sh [CASES] [FUZZ_SECS]      defaults: 100000 histories, 600 s of fuzzing

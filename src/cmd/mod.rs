@@ -49,7 +49,6 @@ pub mod ledit;
 pub mod list;
 pub mod lmove;
 pub mod lock;
-pub mod lock_model;
 pub mod lockinfo;
 pub mod lockwait;
 pub mod lolwut;

@@ -1,11 +1,15 @@
 //! RocksDB storage: one instance holds the vote, the log and the state machine, so that one
 //! WAL orders all of them.
 
+pub mod lock_model;
 pub mod log;
 pub mod schema;
 pub mod snapshot;
 pub mod state_machine;
 pub mod upgrade;
+
+#[cfg(test)]
+mod digest_tests;
 
 use std::io;
 use std::path::Path;

@@ -122,7 +122,9 @@ fn a_waiter_that_pipelined_then_hung_up_leaves_the_queue() {
     token(&admin.c("LOCK kp holder PX 60000"), "holder");
     {
         let mut gone = pal.conn();
-        gone.send_raw(&encode(&["LOCK", "kp", "gone", "PX", "60000", "WAIT", "60000"]));
+        gone.send_raw(&encode(&[
+            "LOCK", "kp", "gone", "PX", "60000", "WAIT", "60000",
+        ]));
         assert!(wait_waiters(&mut admin, "kp", 1, Duration::from_secs(5)));
         // Sent while the LOCK blocks, so the node reads it during the wait.
         gone.send_raw(&encode(&["PING"]));
@@ -136,7 +138,9 @@ fn a_waiter_that_pipelined_then_hung_up_leaves_the_queue() {
     );
     // A live client: its pipelined PING and GET are answered after its token, in order.
     let mut live = pal.conn();
-    live.send_raw(&encode(&["LOCK", "kp", "live", "PX", "60000", "WAIT", "60000"]));
+    live.send_raw(&encode(&[
+        "LOCK", "kp", "live", "PX", "60000", "WAIT", "60000",
+    ]));
     assert!(wait_waiters(&mut admin, "kp", 1, Duration::from_secs(5)));
     let mut bytes = encode(&["PING"]);
     bytes.extend(encode(&["GET", "kp"]));

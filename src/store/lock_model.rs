@@ -20,11 +20,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
-use super::evict::Evict;
-use super::lock::Acquire;
-use super::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
-use super::multi::Exec;
-use super::{parse, Command, Request};
+use crate::cmd::evict::Evict;
+use crate::cmd::lock::Acquire;
+use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
+use crate::cmd::multi::Exec;
+use crate::cmd::{parse, Command, Request};
 use crate::raft_types::Batch;
 use crate::resp::Reply;
 use crate::state::{Event, Keyspace, LockEventKind, WaiterId};
@@ -416,7 +416,7 @@ impl World {
                 match self.apply(cmd) {
                     Reply::Int(t) => self.check.token(t as u64, &k, &o),
                     Reply::Nil => {}
-                    Reply::Simple(s) if s == super::lock::QUEUED => {
+                    Reply::Simple(s) if s == crate::cmd::lock::QUEUED => {
                         let id = waiter.expect("queued without a waiter");
                         let q = self.check.queues.entry(k).or_default();
                         let w = Queued {
