@@ -137,6 +137,10 @@ fn array_len(t: &Table) -> mlua::Result<Option<usize>> {
 }
 
 fn encode_value(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
+    // The output is Rust memory, outside the script's Lua memory cap: the same cap.
+    if out.len() > super::sandbox::MEMORY_LIMIT {
+        return Err(err("not enough memory"));
+    }
     match v {
         Value::String(s) => encode_bytes(out, &s.as_bytes()),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
@@ -151,6 +155,22 @@ fn encode_value(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> 
                 }
             }
             None => {
+                // Keys laid out by address would be packed in an order that differs
+                // between replicas.
+                for pair in t.pairs::<Value, Value>() {
+                    if let (
+                        Value::Table(_)
+                        | Value::Function(_)
+                        | Value::Thread(_)
+                        | Value::UserData(_),
+                        _,
+                    ) = pair?
+                    {
+                        return Err(err(
+                            "cannot pack a table keyed by a table, function, coroutine or userdata",
+                        ));
+                    }
+                }
                 let len = t.pairs::<Value, Value>().count();
                 encode_header(out, len, 0x80, 0xde, 0xdf);
                 for pair in t.pairs::<Value, Value>() {

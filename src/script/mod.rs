@@ -18,7 +18,10 @@ pub mod cjson;
 pub mod cmsgpack;
 pub mod convert;
 pub mod cost;
+pub mod meter;
+pub mod pattern;
 pub mod sandbox;
+pub mod strlib;
 pub mod structlib;
 
 use std::cell::{Cell, RefCell};
@@ -26,15 +29,13 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use mlua::chunk::ChunkMode;
-use mlua::{Function, HookTriggers, Lua, MultiValue, Value, VmState};
+use mlua::{Function, Lua, MultiValue, Value};
 
 pub use crate::state::scripts::sha1_hex;
 pub use bridge::Access;
 
 use crate::resp::Reply;
 
-/// Instructions between two budget checks.
-const CHECK_EVERY: u32 = 1000;
 /// The chunk name Redis gives scripts (error messages read `user_script:LINE: ...`).
 const CHUNK: &str = "@user_script";
 
@@ -60,29 +61,36 @@ pub struct Invocation<'a> {
 }
 
 /// Per-run state shared by the hook and the callbacks.
-#[derive(Default)]
 struct RunState {
-    used: Cell<u64>,
-    budget: Cell<u64>,
-    aborted: Cell<bool>,
+    meter: Rc<meter::Meter>,
     resp3: Cell<bool>,
     /// The error message and script line captured by the message handler.
     failure: RefCell<Option<(String, Option<usize>)>>,
 }
 
 impl RunState {
-    /// Charges `n` instructions; true once the budget is exhausted (and from then on).
-    fn charge(&self, n: u64) -> bool {
-        self.used.set(self.used.get().saturating_add(n));
-        if self.used.get() > self.budget.get() {
-            self.aborted.set(true);
+    fn new(budget: u64, model: cost::CostModel) -> Self {
+        RunState {
+            meter: Rc::new(meter::Meter::new(budget, model)),
+            resp3: Cell::new(false),
+            failure: RefCell::new(None),
         }
-        self.aborted.get()
+    }
+
+    /// Charges `n` instructions (and the allocations not yet charged); true once the budget
+    /// is exhausted (and from then on).
+    fn charge(&self, n: u64) -> bool {
+        self.meter.charge(n);
+        self.meter.charge_library(0)
+    }
+
+    fn aborted(&self) -> bool {
+        self.meter.aborted()
     }
 }
 
 fn abort_error() -> mlua::Error {
-    mlua::Error::runtime("script exceeded its instruction budget")
+    mlua::Error::runtime(meter::ABORT)
 }
 
 /// Runs a script. With write access, a budget abort rolls every change back.
@@ -90,10 +98,9 @@ pub fn run(mut access: Access<'_>, inv: &Invocation<'_>) -> Reply {
     if let Access::Write(ks) = &mut access {
         ks.begin_undo();
     }
-    let st = Rc::new(RunState::default());
-    st.budget.set(inv.budget);
+    let st = Rc::new(RunState::new(inv.budget, inv.cost));
     let outcome = execute(&mut access, inv, &st);
-    let aborted = st.aborted.get();
+    let aborted = st.aborted();
     if let Access::Write(ks) = &mut access {
         if aborted {
             ks.rollback_undo();
@@ -132,17 +139,7 @@ fn execute(
     let xpcall: Function = g.raw_get("xpcall")?;
     protect_catchers(&lua, st)?;
     install_setresp(&lua, st)?;
-    let hook_st = st.clone();
-    lua.set_global_hook(
-        HookTriggers::new().every_nth_instruction(CHECK_EVERY),
-        move |_, _| {
-            if hook_st.charge(CHECK_EVERY as u64) {
-                Err(abort_error())
-            } else {
-                Ok(VmState::Continue)
-            }
-        },
-    )?;
+    let metered = meter::install(&lua, &st.meter)?;
     let handler_st = st.clone();
     let handler = lua.create_function(move |lua, err: Value| {
         let line = user_line(lua);
@@ -184,9 +181,11 @@ fn execute(
             bridge::acl_check_cmd(lua, &args, user)
         })?;
         sandbox::finish_state(&lua, raw, acl_check)?;
-        xpcall.call::<MultiValue>((f, handler))
+        let result = xpcall.call::<MultiValue>((f, handler));
+        metered.stop();
+        result
     })?;
-    if st.aborted.get() {
+    if st.aborted() {
         return Ok(Reply::Nil);
     }
     let mut values = result.into_iter();
@@ -262,7 +261,7 @@ fn protect_catchers(lua: &Lua, st: &Rc<RunState>) -> mlua::Result<()> {
         let st = st.clone();
         let wrapped = lua.create_function(move |_, args: MultiValue| {
             let out = inner.call::<MultiValue>(args);
-            if st.aborted.get() {
+            if st.aborted() {
                 return Err(abort_error());
             }
             out

@@ -13,6 +13,8 @@ use crate::state::scripts::sha1_hex;
 use bytes::Bytes;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
+use super::meter;
+
 /// Most memory one script's Lua state may allocate. Allocation is deterministic for a given
 /// build, so hitting the limit fails the same way on every replica.
 pub const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
@@ -120,11 +122,37 @@ store.rawget = function(t, k)
   check(t, "rawget")
   return rawget(real[t] or t, k)
 end
+-- A table keyed by tables, functions, coroutines or userdata is laid out by memory address,
+-- so its traversal order (of every key, not only those) differs between replicas: such a
+-- traversal is refused. A traversal from the start checks every key first; a step from a
+-- key checks the key it returns.
+local by_address = { table = true, ["function"] = true, thread = true, userdata = true }
+local ORDER = "cannot iterate a table keyed by a table, function, coroutine or userdata "
+  .. "(its order would differ between replicas)"
 local function see_next(t, k)
   check(t, "next")
-  return next(real[t] or t, k)
+  local r = real[t] or t
+  if k == nil then
+    for key in next, r do
+      if by_address[type(key)] then error(ORDER, 2) end
+    end
+  end
+  local nk, nv = next(r, k)
+  if by_address[type(nk)] then error(ORDER, 2) end
+  return nk, nv
 end
 store.next = see_next
+-- table.foreach walks with lua_next: the same rule.
+rawset(real[store.table], "foreach", function(t, f)
+  check(t, "foreach")
+  if type(f) ~= "function" then
+    error("bad argument #2 to 'foreach' (function expected, got " .. type(f) .. ")", 2)
+  end
+  for k, v in see_next, t do
+    local r = f(k, v)
+    if r ~= nil then return r end
+  end
+end)
 store.pairs = function(t)
   if type(t) ~= "table" then error("bad argument #1 to 'pairs' (table expected, got " .. type(t) .. ")", 2) end
   return see_next, t, nil
@@ -151,6 +179,7 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
     g.raw_set("KEYS", strings(&lua, keys)?)?;
     g.raw_set("ARGV", strings(&lua, args)?)?;
     install_random(&lua)?;
+    super::strlib::install(&lua, &g.raw_get("string")?)?;
     for (name, table) in [
         ("bit", super::bitlib::create(&lua)?),
         ("cjson", super::cjson::create(&lua)?),
@@ -161,7 +190,50 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
         g.raw_set(name, table)?;
     }
     g.raw_set("redis", redis_table(&lua)?)?;
+    register_rules(&lua)?;
     Ok(lua)
+}
+
+/// Registers the library functions the call hook charges before they run (see
+/// [`meter::Rule`]; only under [`super::cost::CostModel::Library`]).
+fn register_rules(lua: &Lua) -> mlua::Result<()> {
+    use meter::Rule::*;
+    let g = lua.globals();
+    let rules: &[(&str, &str, meter::Rule)] = &[
+        ("string", "rep", Rep),
+        ("string", "upper", FirstString),
+        ("string", "lower", FirstString),
+        ("string", "reverse", FirstString),
+        ("string", "sub", Sub),
+        ("string", "byte", Byte),
+        ("string", "char", PerArgument),
+        ("string", "format", AllStrings),
+        ("table", "concat", Concat),
+        ("table", "insert", Insert),
+        ("table", "remove", Remove),
+        ("table", "sort", Sort),
+        ("table", "maxn", Keys),
+        ("", "unpack", Unpack),
+        ("", "loadstring", FirstString),
+        ("", "tonumber", FirstString),
+        ("cjson", "decode", FirstString),
+        ("cmsgpack", "unpack", FirstString),
+        ("cmsgpack", "unpack_one", FirstString),
+        ("cmsgpack", "unpack_limit", FirstString),
+        ("struct", "pack", AllStrings),
+        ("struct", "unpack", AllStrings),
+    ];
+    for (lib, name, rule) in rules {
+        let table: Table = if lib.is_empty() {
+            g.clone()
+        } else {
+            g.raw_get(*lib)?
+        };
+        if let Value::Function(f) = table.raw_get::<Value>(*name)? {
+            meter::register(lua, &f, *rule)?;
+        }
+    }
+    Ok(())
 }
 
 /// The message of an error a library function raised (None for other errors, such as
@@ -189,6 +261,7 @@ fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
         let flagged = lua.create_function(move |lua, args: MultiValue| {
             match inner.call::<MultiValue>(args) {
                 Ok(values) => {
+                    charge_results(lua, &values)?;
                     let mut out = vec![Value::Boolean(true)];
                     out.extend(values);
                     Ok(MultiValue::from_iter(out))
@@ -209,6 +282,25 @@ fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
             })?
         };
         table.raw_set(k, shim)?;
+    }
+    Ok(())
+}
+
+/// Charges the strings a Rust library function returned (`cjson.encode`, `cmsgpack.pack`,
+/// `struct.pack`: their work is proportional to their output).
+fn charge_results(lua: &Lua, values: &MultiValue) -> mlua::Result<()> {
+    let Some(m) = meter::of(lua) else {
+        return Ok(());
+    };
+    let bytes: u64 = values
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => s.as_bytes().len() as u64,
+            _ => 0,
+        })
+        .sum();
+    if m.charge_library(bytes / meter::LIBRARY_BYTES_PER_UNIT) {
+        return Err(mlua::Error::runtime(meter::ABORT));
     }
     Ok(())
 }
@@ -290,6 +382,11 @@ pub fn finish_state(lua: &Lua, raw: Function, acl_check: Function) -> mlua::Resu
     redis.raw_set("pcall", pcall)?;
     redis.raw_set("acl_check_cmd", acl_check_cmd)?;
     install_raising(lua, &redis)?;
+    for name in ["sha1hex", "log"] {
+        if let Value::Function(f) = redis.raw_get::<Value>(name)? {
+            meter::register(lua, &f, meter::Rule::AllStrings)?;
+        }
+    }
     let prelude = lua.load(PRELUDE).set_name("=palisade").into_function()?;
     prelude.call::<()>(())
 }

@@ -1,0 +1,472 @@
+//! The script's budget and how Lua work is counted against it.
+//!
+//! One [`Meter`] per run counts units: Lua VM instructions (a count hook every
+//! [`CHECK_EVERY`] instructions), `redis.call` charges ([`super::cost`]) and, under
+//! [`CostModel::Library`], the work of library functions:
+//!
+//! - a call hook charges the C functions of Lua's libraries (and the Rust libraries) by their
+//!   arguments **before** they run, by the rules of [`Rule`], so `string.rep('x', 1e12)` is
+//!   refused before it allocates;
+//! - every byte the Lua state allocates is charged ([`LIBRARY_BYTES_PER_UNIT`] bytes a unit),
+//!   which covers the `..` operator and every library result;
+//! - the pattern functions are Rust ([`super::strlib`]) and charge their matcher's steps.
+//!
+//! Every charge depends only on the arguments, the results and the allocation sizes Lua asks
+//! for, which are the same on every replica for a given build.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::rc::Rc;
+
+use mlua::ffi;
+use mlua::{Function, Lua, Table};
+
+use super::cost::CostModel;
+
+/// Instructions between two budget checks.
+pub const CHECK_EVERY: u32 = 1000;
+/// Bytes of library work (input, output or allocation) that count as one unit.
+pub const LIBRARY_BYTES_PER_UNIT: u64 = 16;
+/// Pattern-matching steps that count as one unit.
+pub const STEPS_PER_UNIT: u64 = 1;
+/// Under the models written before library charges, pattern matching is not charged but may
+/// not take more than this many steps (far more than any script that ever finished in
+/// reasonable time took): a committed entry that would backtrack for ever aborts instead.
+pub const UNCHARGED_STEP_CEILING: u64 = 4_000_000_000;
+
+/// The message a budget abort raises inside Lua (the reply is built from the meter's flag).
+pub const ABORT: &str = "script exceeded its instruction budget";
+
+/// Counts one run's units.
+pub struct Meter {
+    used: Cell<u64>,
+    budget: u64,
+    aborted: Cell<bool>,
+    library: bool,
+    /// Bytes allocated by the Lua state and not yet charged.
+    allocated: Cell<u64>,
+}
+
+impl Meter {
+    /// A meter with `budget` units, charging library work if `model` says so.
+    pub fn new(budget: u64, model: CostModel) -> Self {
+        Meter {
+            used: Cell::new(0),
+            budget,
+            aborted: Cell::new(false),
+            library: model == CostModel::Library,
+            allocated: Cell::new(0),
+        }
+    }
+
+    /// Charges `n` units; true once the budget is exhausted (and from then on).
+    pub fn charge(&self, n: u64) -> bool {
+        self.used.set(self.used.get().saturating_add(n));
+        if self.used.get() > self.budget {
+            self.aborted.set(true);
+        }
+        self.aborted.get()
+    }
+
+    /// Charges library work (nothing under the older models); true once exhausted.
+    pub fn charge_library(&self, n: u64) -> bool {
+        if self.library {
+            let bytes = self.allocated.replace(0);
+            self.charge(n.saturating_add(bytes / LIBRARY_BYTES_PER_UNIT));
+        }
+        self.aborted.get()
+    }
+
+    /// Ends the run as if the budget ran out.
+    pub fn exhaust(&self) {
+        self.aborted.set(true);
+    }
+
+    /// Whether the budget ran out.
+    pub fn aborted(&self) -> bool {
+        self.aborted.get()
+    }
+
+    /// Units used so far.
+    pub fn used(&self) -> u64 {
+        self.used.get()
+    }
+
+    /// Whether library work is charged.
+    pub fn charges_library(&self) -> bool {
+        self.library
+    }
+
+    /// The steps a pattern match may take now: what is left of the budget, or the fixed
+    /// ceiling under the older models.
+    pub fn step_limit(&self) -> u64 {
+        if self.library {
+            let left = self.budget.saturating_sub(self.used.get());
+            left.saturating_mul(STEPS_PER_UNIT)
+        } else {
+            UNCHARGED_STEP_CEILING
+        }
+    }
+
+    /// Charges `steps` matcher steps.
+    pub fn charge_steps(&self, steps: u64) -> bool {
+        self.charge_library(steps / STEPS_PER_UNIT)
+    }
+}
+
+/// The run's meter, for Rust library functions (None outside a run).
+pub fn of(lua: &Lua) -> Option<Rc<Meter>> {
+    lua.app_data_ref::<Rc<Meter>>().map(|m| Rc::clone(&m))
+}
+
+/// How a library C function is charged before it runs (by its arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Rule {
+    /// `string.rep(s, n)`: (len(s) + 1) * n bytes.
+    Rep = 1,
+    /// The length of the first argument (upper, lower, reverse, loadstring, decoders).
+    FirstString,
+    /// `string.sub(s, i, j)`: the bytes of the result.
+    Sub,
+    /// `string.byte(s, i, j)`: one unit per value returned.
+    Byte,
+    /// One unit per argument (`string.char`).
+    PerArgument,
+    /// Every string argument's bytes plus one unit per argument (`string.format`,
+    /// `redis.log`, `struct.unpack`).
+    AllStrings,
+    /// `table.concat(t, sep, i, j)`: one unit per element plus its bytes and the separators.
+    Concat,
+    /// `table.insert(t, pos, v)`: the elements it shifts.
+    Insert,
+    /// `table.remove(t, pos)`: the elements it shifts.
+    Remove,
+    /// `table.sort(t)`: n*log2(n) comparisons, each by the size of the strings compared.
+    Sort,
+    /// `unpack(t, i, j)`: one unit per value returned.
+    Unpack,
+    /// `table.maxn(t)`: one unit per key.
+    Keys,
+}
+
+const RULES: [Rule; 12] = [
+    Rule::Rep,
+    Rule::FirstString,
+    Rule::Sub,
+    Rule::Byte,
+    Rule::PerArgument,
+    Rule::AllStrings,
+    Rule::Concat,
+    Rule::Insert,
+    Rule::Remove,
+    Rule::Sort,
+    Rule::Unpack,
+    Rule::Keys,
+];
+
+/// Where the call hook finds the functions it charges.
+const RULES_KEY: &str = "palisade.rules";
+
+/// Registers `f` to be charged by `rule` before every call.
+pub fn register(lua: &Lua, f: &Function, rule: Rule) -> mlua::Result<()> {
+    let rules: Table = match lua.named_registry_value::<Option<Table>>(RULES_KEY)? {
+        Some(t) => t,
+        None => {
+            let t = lua.create_table()?;
+            lua.set_named_registry_value(RULES_KEY, &t)?;
+            t
+        }
+    };
+    rules.raw_set(f.clone(), rule as i32)
+}
+
+/// The allocator in front of mlua's: counts the bytes every allocation adds.
+struct Counting {
+    inner: ffi::lua_Alloc,
+    inner_ud: *mut c_void,
+    meter: Rc<Meter>,
+}
+
+unsafe extern "C" fn counting_alloc(
+    ud: *mut c_void,
+    ptr: *mut c_void,
+    osize: usize,
+    nsize: usize,
+) -> *mut c_void {
+    // SAFETY: `ud` is the `Counting` that `Installed` keeps alive while it is installed.
+    let c = &*(ud as *const Counting);
+    let old = if ptr.is_null() { 0 } else { osize };
+    if nsize > old && c.meter.library {
+        let m = &c.meter.allocated;
+        m.set(m.get().saturating_add((nsize - old) as u64));
+    }
+    (c.inner)(c.inner_ud, ptr, osize, nsize)
+}
+
+/// The meter's hook and allocator, installed on a Lua state; dropping it restores mlua's
+/// allocator (mlua frees its own allocator state when the Lua state closes).
+pub struct Installed {
+    /// Keeps the state (and so `state`) alive.
+    _lua: Lua,
+    state: *mut ffi::lua_State,
+    counting: Box<Counting>,
+}
+
+impl Installed {
+    /// Removes the hook (once the script returned: mlua's own calls that follow, such as
+    /// cleaning up scoped callbacks, must not be charged or aborted).
+    pub fn stop(&self) {
+        // SAFETY: `state` is the main thread of the state `_lua` keeps alive; removing the
+        // hook cannot raise.
+        unsafe {
+            ffi::lua_sethook(self.state, None, 0, 0);
+        }
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        self.stop();
+        // SAFETY: puts back the allocator that was there before `install` (neither call can
+        // raise), before the box the counting allocator reads is freed.
+        unsafe {
+            ffi::lua_setallocf(self.state, self.counting.inner, self.counting.inner_ud);
+        }
+    }
+}
+
+/// Installs the count hook (and, under [`CostModel::Library`], the call hook and the
+/// allocation count) for `meter` on `lua`, and makes the meter the run's.
+pub fn install(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<Installed> {
+    lua.set_app_data(Rc::clone(meter));
+    let mut counting = Box::new(Counting {
+        inner: counting_alloc,
+        inner_ud: std::ptr::null_mut(),
+        meter: Rc::clone(meter),
+    });
+    let mask = if meter.library {
+        ffi::LUA_MASKCOUNT | ffi::LUA_MASKCALL
+    } else {
+        ffi::LUA_MASKCOUNT
+    };
+    let ud = &mut *counting as *mut Counting as *mut c_void;
+    let slot = &mut counting.inner as *mut ffi::lua_Alloc;
+    let slot_ud = &mut counting.inner_ud as *mut *mut c_void;
+    let mut main: *mut ffi::lua_State = std::ptr::null_mut();
+    let main_slot = &mut main as *mut *mut ffi::lua_State;
+    // SAFETY: reads the current allocator into the box before putting the counting one in
+    // front of it; the box outlives the installation (`Installed` restores it on drop).
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            let mut inner_ud = std::ptr::null_mut();
+            let inner = ffi::lua_getallocf(state, &mut inner_ud);
+            *slot = inner;
+            *slot_ud = inner_ud;
+            *main_slot = state;
+            ffi::lua_setallocf(state, counting_alloc, ud);
+            ffi::lua_sethook(state, Some(hook), mask, CHECK_EVERY as c_int);
+        })?;
+    }
+    Ok(Installed {
+        _lua: lua.clone(),
+        state: main,
+        counting,
+    })
+}
+
+/// The meter of the running state, found through its allocator.
+unsafe fn meter_of<'a>(state: *mut ffi::lua_State) -> Option<&'a Meter> {
+    let mut ud = std::ptr::null_mut();
+    let f = ffi::lua_getallocf(state, &mut ud);
+    if !std::ptr::fn_addr_eq(f, counting_alloc as ffi::lua_Alloc) || ud.is_null() {
+        return None;
+    }
+    Some(&(*(ud as *const Counting)).meter)
+}
+
+/// The count and call hook: charges, and raises once the budget is exhausted.
+unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, ar: *mut ffi::lua_Debug) {
+    let Some(meter) = meter_of(state) else {
+        return;
+    };
+    let aborted = match (*ar).event {
+        ffi::LUA_HOOKCOUNT => {
+            meter.charge(CHECK_EVERY as u64);
+            meter.charge_library(0)
+        }
+        ffi::LUA_HOOKCALL => {
+            let units = call_units(state, ar, meter);
+            meter.charge_library(units)
+        }
+        _ => meter.aborted(),
+    };
+    if aborted {
+        ffi::lua_pushlstring_(state, ABORT.as_ptr() as *const _, ABORT.len());
+        ffi::lua_error(state);
+    }
+}
+
+/// The charge of the function being called, if it is a registered one. Its arguments are
+/// the stack (the call hook runs in the callee's frame).
+unsafe fn call_units(state: *mut ffi::lua_State, ar: *mut ffi::lua_Debug, meter: &Meter) -> u64 {
+    let top = ffi::lua_gettop(state);
+    ffi::lua_getinfo(state, c"f".as_ptr(), ar);
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"palisade.rules".as_ptr());
+    let mut rule = 0;
+    if ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
+        ffi::lua_pushvalue(state, -2);
+        ffi::lua_rawget(state, -2);
+        rule = ffi::lua_tonumber(state, -1) as i32;
+    }
+    ffi::lua_settop(state, top);
+    match RULES.iter().find(|r| **r as i32 == rule) {
+        Some(r) => rule_units(state, *r, top, meter),
+        None => 0,
+    }
+}
+
+/// Bytes as units.
+fn bytes(n: u64) -> u64 {
+    n / LIBRARY_BYTES_PER_UNIT
+}
+
+/// The length of argument `i` if it is a string (numbers are not converted: the hook must not
+/// change the arguments).
+unsafe fn slen(state: *mut ffi::lua_State, i: c_int) -> u64 {
+    if ffi::lua_type(state, i) == ffi::LUA_TSTRING {
+        ffi::lua_objlen(state, i) as u64
+    } else {
+        0
+    }
+}
+
+/// Argument `i` as Lua's `luaL_optinteger` reads it (`def` when absent or nil), truncated.
+unsafe fn opt_int(state: *mut ffi::lua_State, i: c_int, def: i64) -> i64 {
+    if ffi::lua_type(state, i) <= ffi::LUA_TNIL {
+        def
+    } else {
+        ffi::lua_tonumber(state, i) as i64
+    }
+}
+
+/// `posrelat` then clamping, as `string.sub`/`string.byte` do: the number of bytes in
+/// `[i, j]` of a string of `len` bytes.
+fn span(len: i64, i: i64, j: i64) -> u64 {
+    let rel = |p: i64| if p < 0 { len + p + 1 } else { p };
+    let start = rel(i).max(1);
+    let end = rel(j).min(len);
+    (end - start + 1).max(0) as u64
+}
+
+/// The length of a table argument (`#t`), 0 if not a table.
+unsafe fn tlen(state: *mut ffi::lua_State, i: c_int) -> i64 {
+    if ffi::lua_type(state, i) == ffi::LUA_TTABLE {
+        ffi::lua_objlen(state, i) as i64
+    } else {
+        0
+    }
+}
+
+/// The bytes of the strings `t[from..=to]` (table at index 1), stopping early once the sum
+/// exceeds `cap` (the charge then exceeds what is left of the budget anyway).
+unsafe fn element_bytes(state: *mut ffi::lua_State, from: i64, to: i64, cap: u64) -> u64 {
+    let mut sum = 0u64;
+    let (from, to) = (from.max(1), to.min(i32::MAX as i64));
+    let mut k = from;
+    while k <= to && sum <= cap {
+        ffi::lua_rawgeti_(state, 1, k as c_int);
+        sum = sum.saturating_add(slen(state, -1));
+        ffi::lua_settop(state, -2);
+        k += 1;
+    }
+    sum
+}
+
+unsafe fn rule_units(state: *mut ffi::lua_State, rule: Rule, nargs: c_int, meter: &Meter) -> u64 {
+    if !meter.library {
+        return 0;
+    }
+    let cap = meter
+        .budget
+        .saturating_sub(meter.used())
+        .saturating_mul(LIBRARY_BYTES_PER_UNIT);
+    match rule {
+        Rule::Rep => {
+            let n = opt_int(state, 2, 0).max(0) as u64;
+            bytes((slen(state, 1) + 1).saturating_mul(n))
+        }
+        Rule::FirstString => bytes(slen(state, 1)),
+        Rule::Sub => {
+            let len = slen(state, 1) as i64;
+            bytes(span(len, opt_int(state, 2, 1), opt_int(state, 3, -1)))
+        }
+        Rule::Byte => {
+            let len = slen(state, 1) as i64;
+            let i = opt_int(state, 2, 1);
+            span(len, i, opt_int(state, 3, i))
+        }
+        Rule::PerArgument => nargs as u64,
+        Rule::AllStrings => {
+            let sum: u64 = (1..=nargs).map(|i| slen(state, i)).sum();
+            bytes(sum) + nargs as u64
+        }
+        Rule::Concat => {
+            let i = opt_int(state, 3, 1);
+            let j = opt_int(state, 4, tlen(state, 1));
+            let count = (j.saturating_sub(i).saturating_add(1)).max(0) as u64;
+            let seps = slen(state, 2).saturating_mul(count);
+            count
+                .saturating_add(bytes(element_bytes(state, i, j, cap)))
+                .saturating_add(bytes(seps))
+        }
+        Rule::Insert if nargs == 3 => {
+            let e = tlen(state, 1) + 1;
+            (e - opt_int(state, 2, e)).max(0) as u64
+        }
+        Rule::Insert => 0,
+        Rule::Remove => {
+            let e = tlen(state, 1);
+            (e - opt_int(state, 2, e)).max(0) as u64
+        }
+        Rule::Sort => {
+            let n = tlen(state, 1).max(0) as u64;
+            let log = 64 - n.leading_zeros() as u64;
+            let per = n.saturating_mul(log);
+            let strings = element_bytes(state, 1, n as i64, cap);
+            per.saturating_add(bytes(strings).saturating_mul(log))
+        }
+        Rule::Unpack => {
+            let i = opt_int(state, 2, 1);
+            let j = opt_int(state, 3, tlen(state, 1));
+            (j.saturating_sub(i).saturating_add(1)).max(0) as u64
+        }
+        Rule::Keys => {
+            if ffi::lua_type(state, 1) != ffi::LUA_TTABLE {
+                return 0;
+            }
+            let mut n = 0u64;
+            ffi::lua_pushnil(state);
+            while n <= cap && ffi::lua_next(state, 1) != 0 {
+                ffi::lua_settop(state, -2);
+                n += 1;
+            }
+            ffi::lua_settop(state, nargs);
+            n
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_follow_string_sub() {
+        assert_eq!(span(10, 1, -1), 10);
+        assert_eq!(span(10, -3, -1), 3);
+        assert_eq!(span(10, 5, 2), 0);
+        assert_eq!(span(10, 0, 100), 10);
+        assert_eq!(span(0, 1, -1), 0);
+    }
+}
