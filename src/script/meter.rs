@@ -2,7 +2,8 @@
 //!
 //! One [`Meter`] per run counts units: Lua VM instructions (a count hook every
 //! [`CHECK_EVERY`] instructions), `redis.call` charges ([`super::cost`]) and, under
-//! [`CostModel::Library`], the work of library functions:
+//! [`CostModel::Library`], the work of library functions (under the older models that work is
+//! counted only against [`UNCHARGED_CEILING`]):
 //!
 //! - a call hook charges the C functions of Lua's libraries (and the Rust libraries) by their
 //!   arguments **before** they run, by the rules of [`Rule`], so `string.rep('x', 1e12)` is
@@ -27,12 +28,16 @@ use super::cost::CostModel;
 pub const CHECK_EVERY: u32 = 1000;
 /// Bytes of library work (input, output or allocation) that count as one unit.
 pub const LIBRARY_BYTES_PER_UNIT: u64 = 16;
+/// What a call of a library function written in Rust costs on top of its work (crossing into
+/// Rust and back costs about as much as a few hundred VM instructions).
+pub const RUST_CALL_UNITS: u64 = 100;
 /// Pattern-matching steps that count as one unit.
 pub const STEPS_PER_UNIT: u64 = 1;
-/// Under the models written before library charges, pattern matching is not charged but may
-/// not take more than this many steps (far more than any script that ever finished in
-/// reasonable time took): a committed entry that would backtrack for ever aborts instead.
-pub const UNCHARGED_STEP_CEILING: u64 = 4_000_000_000;
+/// Under the models written before library charges, library work is not charged to the
+/// budget (so old entries replay with the results they had), but it may not pass this many
+/// units in one run (50 times the default budget: far more than any script that finished in
+/// reasonable time did). A committed entry that would run for ever aborts instead.
+pub const UNCHARGED_CEILING: u64 = 1_000_000_000;
 
 /// The message a budget abort raises inside Lua (the reply is built from the meter's flag).
 pub const ABORT: &str = "script exceeded its instruction budget";
@@ -45,6 +50,10 @@ pub struct Meter {
     library: bool,
     /// Bytes allocated by the Lua state and not yet charged.
     allocated: Cell<u64>,
+    /// Library work under the older models (counted against [`UNCHARGED_CEILING`] only).
+    uncharged: Cell<u64>,
+    /// Whether the script itself runs (setting the state up is not charged as library work).
+    started: Cell<bool>,
 }
 
 impl Meter {
@@ -56,6 +65,8 @@ impl Meter {
             aborted: Cell::new(false),
             library: model == CostModel::Library,
             allocated: Cell::new(0),
+            uncharged: Cell::new(0),
+            started: Cell::new(false),
         }
     }
 
@@ -68,13 +79,26 @@ impl Meter {
         self.aborted.get()
     }
 
-    /// Charges library work (nothing under the older models); true once exhausted.
+    /// Charges library work (and the allocations not yet charged): to the budget, or under
+    /// the older models to [`UNCHARGED_CEILING`] only. True once exhausted.
     pub fn charge_library(&self, n: u64) -> bool {
+        let bytes = self.allocated.replace(0);
+        let n = n.saturating_add(bytes / LIBRARY_BYTES_PER_UNIT);
         if self.library {
-            let bytes = self.allocated.replace(0);
-            self.charge(n.saturating_add(bytes / LIBRARY_BYTES_PER_UNIT));
+            self.charge(n);
+        } else {
+            self.uncharged.set(self.uncharged.get().saturating_add(n));
+            if self.uncharged.get() > UNCHARGED_CEILING {
+                self.exhaust();
+            }
         }
         self.aborted.get()
+    }
+
+    /// Starts charging library work and allocations: the script itself is about to run.
+    pub fn start(&self) {
+        self.allocated.set(0);
+        self.started.set(true);
     }
 
     /// Ends the run as if the budget ran out.
@@ -92,20 +116,19 @@ impl Meter {
         self.used.get()
     }
 
-    /// Whether library work is charged.
-    pub fn charges_library(&self) -> bool {
-        self.library
+    /// The units library work may still take: what is left of the budget, or of the
+    /// ceiling under the older models.
+    pub fn library_left(&self) -> u64 {
+        if self.library {
+            self.budget.saturating_sub(self.used.get())
+        } else {
+            UNCHARGED_CEILING.saturating_sub(self.uncharged.get())
+        }
     }
 
-    /// The steps a pattern match may take now: what is left of the budget, or the fixed
-    /// ceiling under the older models.
+    /// The steps a pattern match may take now.
     pub fn step_limit(&self) -> u64 {
-        if self.library {
-            let left = self.budget.saturating_sub(self.used.get());
-            left.saturating_mul(STEPS_PER_UNIT)
-        } else {
-            UNCHARGED_STEP_CEILING
-        }
+        self.library_left().saturating_mul(STEPS_PER_UNIT)
     }
 
     /// Charges `steps` matcher steps.
@@ -197,7 +220,7 @@ unsafe extern "C" fn counting_alloc(
     // SAFETY: `ud` is the `Counting` that `Installed` keeps alive while it is installed.
     let c = &*(ud as *const Counting);
     let old = if ptr.is_null() { 0 } else { osize };
-    if nsize > old && c.meter.library {
+    if nsize > old && c.meter.started.get() {
         let m = &c.meter.allocated;
         m.set(m.get().saturating_add((nsize - old) as u64));
     }
@@ -245,11 +268,7 @@ pub fn install(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<Installed> {
         inner_ud: std::ptr::null_mut(),
         meter: Rc::clone(meter),
     });
-    let mask = if meter.library {
-        ffi::LUA_MASKCOUNT | ffi::LUA_MASKCALL
-    } else {
-        ffi::LUA_MASKCOUNT
-    };
+    let mask = ffi::LUA_MASKCOUNT | ffi::LUA_MASKCALL;
     let ud = &mut *counting as *mut Counting as *mut c_void;
     let slot = &mut counting.inner as *mut ffi::lua_Alloc;
     let slot_ud = &mut counting.inner_ud as *mut *mut c_void;
@@ -310,6 +329,9 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, ar: *mut ffi::lua_D
 /// The charge of the function being called, if it is a registered one. Its arguments are
 /// the stack (the call hook runs in the callee's frame).
 unsafe fn call_units(state: *mut ffi::lua_State, ar: *mut ffi::lua_Debug, meter: &Meter) -> u64 {
+    if !meter.started.get() {
+        return 0;
+    }
     let top = ffi::lua_gettop(state);
     ffi::lua_getinfo(state, c"f".as_ptr(), ar);
     ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"palisade.rules".as_ptr());
@@ -384,13 +406,7 @@ unsafe fn element_bytes(state: *mut ffi::lua_State, from: i64, to: i64, cap: u64
 }
 
 unsafe fn rule_units(state: *mut ffi::lua_State, rule: Rule, nargs: c_int, meter: &Meter) -> u64 {
-    if !meter.library {
-        return 0;
-    }
-    let cap = meter
-        .budget
-        .saturating_sub(meter.used())
-        .saturating_mul(LIBRARY_BYTES_PER_UNIT);
+    let cap = meter.library_left().saturating_mul(LIBRARY_BYTES_PER_UNIT);
     match rule {
         Rule::Rep => {
             let n = opt_int(state, 2, 0).max(0) as u64;

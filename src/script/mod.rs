@@ -4,10 +4,14 @@
 //! - [`bridge`]: `redis.call`/`redis.pcall` over the command table and the keyspace.
 //! - [`convert`]: reply <-> Lua conversions exactly as Redis's `script_lua.c`.
 //!
+//! - [`meter`]: the budget: instructions, library calls, allocations ([`strlib`] and
+//!   [`pattern`] are Lua's pattern functions with a step count).
+//!
 //! Determinism: a script sees the entry's cluster time, KEYS results are sorted, the PRNG
-//! restarts from a fixed state, and a budget of Lua instructions (plus a charge per
-//! `redis.call` for the work it does in Rust, see [`cost`]) is counted identically on every
-//! replica. A script that exceeds it is
+//! restarts from a fixed state, tables keyed by objects cannot be iterated, and a budget of
+//! Lua instructions (plus a charge per `redis.call` for the work it does in Rust, see
+//! [`cost`], and per library call for its work, see [`meter`]) is counted identically on
+//! every replica. A script that exceeds it is
 //! aborted and all its writes are rolled back (the keyspace journal), so it either
 //! completes or leaves no trace. An ordinary error keeps the writes made before it, as in
 //! Redis.
@@ -181,6 +185,7 @@ fn execute(
             bridge::acl_check_cmd(lua, &args, user)
         })?;
         sandbox::finish_state(&lua, raw, acl_check)?;
+        st.meter.start();
         let result = xpcall.call::<MultiValue>((f, handler));
         metered.stop();
         result

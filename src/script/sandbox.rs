@@ -292,13 +292,14 @@ fn charge_results(lua: &Lua, values: &MultiValue) -> mlua::Result<()> {
     let Some(m) = meter::of(lua) else {
         return Ok(());
     };
-    let bytes: u64 = values
-        .iter()
-        .map(|v| match v {
-            Value::String(s) => s.as_bytes().len() as u64,
-            _ => 0,
-        })
-        .sum();
+    let bytes: u64 = meter::RUST_CALL_UNITS * meter::LIBRARY_BYTES_PER_UNIT
+        + values
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.as_bytes().len() as u64,
+                _ => 0,
+            })
+            .sum::<u64>();
     if m.charge_library(bytes / meter::LIBRARY_BYTES_PER_UNIT) {
         return Err(mlua::Error::runtime(meter::ABORT));
     }

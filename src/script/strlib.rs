@@ -14,7 +14,7 @@ use mlua::{Function, Lua, LuaString, MultiValue, Table, Value};
 
 use super::cjson::{lua_str_number, number, type_name};
 use super::convert::fmt_g14;
-use super::meter::{self, Meter, LIBRARY_BYTES_PER_UNIT, UNCHARGED_STEP_CEILING};
+use super::meter::{self, Meter, LIBRARY_BYTES_PER_UNIT, UNCHARGED_CEILING};
 use super::pattern::{find_plain, Capture, Fail, Matcher, SPECIALS};
 
 /// Why a library function did not return.
@@ -84,8 +84,7 @@ fn posrelat(pos: i64, len: i64) -> i64 {
 
 /// The meter's step limit (the ceiling outside a run).
 fn step_limit(m: &Option<Rc<Meter>>) -> u64 {
-    m.as_ref()
-        .map_or(UNCHARGED_STEP_CEILING, |m| m.step_limit())
+    m.as_ref().map_or(UNCHARGED_CEILING, |m| m.step_limit())
 }
 
 /// Charges a matcher's steps; the budget abort when that exhausts it.
@@ -148,6 +147,7 @@ fn captures(
 
 /// `str_find_aux`: `string.find` (`find`) and `string.match`.
 fn find_aux(lua: &Lua, args: &MultiValue, find: bool) -> Out {
+    enter(lua)?;
     let s = check_str(lua, args, 1)?;
     let p = check_str(lua, args, 2)?;
     let init = opt_int(args, 3, 1)?;
@@ -212,6 +212,7 @@ fn find_aux(lua: &Lua, args: &MultiValue, find: bool) -> Out {
 
 /// `gmatch`: an iterator (behind the same shim) over the matches of the pattern.
 fn gmatch(lua: &Lua, args: &MultiValue) -> Out {
+    enter(lua)?;
     let s = check_str(lua, args, 1)?;
     let p = check_str(lua, args, 2)?;
     let pos = std::cell::Cell::new(0usize);
@@ -224,6 +225,7 @@ fn gmatch(lua: &Lua, args: &MultiValue) -> Out {
 
 /// `gmatch_aux`: the next match from `pos`, or nothing.
 fn gmatch_next(lua: &Lua, s: &LuaString, p: &LuaString, pos: &std::cell::Cell<usize>) -> Out {
+    enter(lua)?;
     let (src, pat) = (s.as_bytes(), p.as_bytes());
     let meter = meter::of(lua);
     let mut m = Matcher::new(&src, &pat, step_limit(&meter));
@@ -361,6 +363,7 @@ fn add_value(
 
 /// `str_gsub`.
 fn gsub(lua: &Lua, args: &MultiValue, cb: &Callbacks) -> Out {
+    enter(lua)?;
     let s = check_str(lua, args, 1)?;
     let p = check_str(lua, args, 2)?;
     let (src, pat) = (s.as_bytes(), p.as_bytes());
@@ -416,6 +419,14 @@ fn gsub(lua: &Lua, args: &MultiValue, cb: &Callbacks) -> Out {
         Value::String(lua.create_string(&out)?),
         Value::Number(n as f64),
     ])
+}
+
+/// Charges the fixed cost of a call into Rust.
+fn enter(lua: &Lua) -> Result<(), Fault> {
+    match meter::of(lua) {
+        Some(m) if m.charge_library(meter::RUST_CALL_UNITS) => Err(abort()),
+        _ => Ok(()),
+    }
 }
 
 /// Turns a result into the shim's protocol: `0, values...`; `1, message`;

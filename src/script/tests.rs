@@ -773,6 +773,13 @@ fn older_models_do_not_charge_library_work() {
     assert_eq!(r, Reply::Int(1_000_000));
     let (r, _) = eval_model(body, 200_000, CostModel::Library);
     assert!(is_budget_abort(&r), "{r:?}");
+    // An old entry that would never end is stopped at the ceiling.
+    let (r, took) = eval_model("return #string.rep('', 1e15)", 200_000, CostModel::Metered);
+    assert!(is_budget_abort(&r), "{r:?}");
+    assert!(
+        took < std::time::Duration::from_millis(500),
+        "took {took:?}"
+    );
 }
 
 /// `string.rep` is charged by the size it would build before it builds it.
@@ -966,4 +973,42 @@ fn lock_library_scripts_fit_the_library_model() {
                     return redis.call('pttl', 'l');";
     let (r, _) = eval_model(redisson, DEFAULT_BUDGET, CostModel::Library);
     assert_eq!(r, Reply::Nil);
+}
+
+/// Times the worst scripts we know of under the default budget (the figures in
+/// docs/scripting.md): `cargo test --release --lib measure_worst_scripts -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_worst_scripts() {
+    let scripts = [
+        "while true do end",
+        "local s = string.rep('a', 100000) return s:find('.-.-.-.-.-.-b')",
+        "local s = string.rep('a', 1000000) while true do s:gsub('a', 'b') end",
+        "local s = string.rep('a', 1000000) while true do s:find('b', 1, true) end",
+        "local t = {} for i = 1, 1e8 do t[i] = i end",
+        "local s = string.rep('ab', 1000) while true do local _ = s:rep(1000) end",
+        "local t = {} for i = 1, 100000 do t[i] = tostring(i) end while true do table.sort(t) end",
+        "local t = {} for i = 1, 100000 do t[i] = 'x' .. i end while true do cjson.encode(t) end",
+        "local t = {} for i = 1, 100000 do t[i] = i end while true do local x = {unpack(t, 1, 7000)} end",
+        "local s = string.rep('x', 1000000) while true do for w in s:gmatch('x') do end end",
+        "local i = 0 while true do i = i + 1 local _ = tostring(i) .. 'abcdefgh' end",
+    ];
+    for body in scripts {
+        let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
+        let verdict = match &r {
+            Reply::Error(e) => e.chars().take(60).collect::<String>(),
+            other => format!("{other:?}"),
+        };
+        println!("{took:>12.3?}  {body}  -> {verdict}");
+    }
+    // Known unmetered per-instruction work: `..` whose result already exists (no allocation)
+    // and `<` between long strings. Per operation, to extrapolate.
+    for (body, ops) in [
+        ("local s = string.rep('a', 3e7) for i = 1, 20 do local _ = s .. 'x' end", 20u32),
+        ("local z = string.rep('\\0', 3e7) for i = 1, 2 do local _ = z < z end", 2),
+        ("local a = string.rep('a', 3e7) local b = a .. 'b' for i = 1, 20 do local _ = a < b end", 20),
+    ] {
+        let (r, took) = eval_model(body, u64::MAX / 2, CostModel::Library);
+        println!("{:>12.3?} per op  {body}  -> {r:?}", took / ops);
+    }
 }
