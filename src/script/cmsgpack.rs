@@ -141,6 +141,7 @@ fn encode_value(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> 
     if out.len() > super::sandbox::MEMORY_LIMIT {
         return Err(err("not enough memory"));
     }
+    super::meter::tick(1);
     match v {
         Value::String(s) => encode_bytes(out, &s.as_bytes()),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
@@ -241,6 +242,7 @@ impl Cursor<'_> {
     /// Reads a value; `top` is the Lua stack height before it is pushed, `depth` the
     /// nesting.
     fn value(&mut self, lua: &Lua, top: usize, depth: usize) -> Result<Value, Fail> {
+        super::meter::tick(1);
         self.need(1)?;
         if top + 1 > MAX_CSTACK {
             return Err(Fail::Lua(err(TOO_MANY)));

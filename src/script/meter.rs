@@ -31,6 +31,10 @@ pub const LIBRARY_BYTES_PER_UNIT: u64 = 16;
 /// What a call of a library function written in Rust costs on top of its work (crossing into
 /// Rust and back costs about as much as a few hundred VM instructions).
 pub const RUST_CALL_UNITS: u64 = 100;
+/// What one value costs that a Rust library encodes or decodes (each is a few mlua calls).
+pub const VALUE_UNITS: u64 = 40;
+/// What one function call costs on top of its instructions (the call hook's own work).
+pub const CALL_UNITS: u64 = 10;
 /// Pattern-matching steps that count as one unit.
 pub const STEPS_PER_UNIT: u64 = 1;
 /// Under the models written before library charges, library work is not charged to the
@@ -135,6 +139,21 @@ impl Meter {
     pub fn charge_steps(&self, steps: u64) -> bool {
         self.charge_library(steps / STEPS_PER_UNIT)
     }
+}
+
+thread_local! {
+    /// Values the running Rust library call encoded or decoded (see [`tick`]).
+    static VALUES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts `n` values encoded or decoded by the running Rust library call.
+pub fn tick(n: u64) {
+    VALUES.with(|v| v.set(v.get().saturating_add(n)));
+}
+
+/// The values counted since the last call, as units (and resets the count).
+pub fn take_values() -> u64 {
+    VALUES.with(|v| v.replace(0)).saturating_mul(VALUE_UNITS)
 }
 
 /// The run's meter, for Rust library functions (None outside a run).
@@ -318,6 +337,7 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, ar: *mut ffi::lua_D
             let units = call_units(state, ar, meter);
             meter.charge_library(units)
         }
+        ffi::LUA_HOOKTAILCALL => meter.charge_library(CALL_UNITS),
         _ => meter.aborted(),
     };
     if aborted {
@@ -332,6 +352,7 @@ unsafe fn call_units(state: *mut ffi::lua_State, ar: *mut ffi::lua_Debug, meter:
     if !meter.started.get() {
         return 0;
     }
+    let units = CALL_UNITS;
     let top = ffi::lua_gettop(state);
     ffi::lua_getinfo(state, c"f".as_ptr(), ar);
     ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"palisade.rules".as_ptr());
@@ -343,8 +364,8 @@ unsafe fn call_units(state: *mut ffi::lua_State, ar: *mut ffi::lua_Debug, meter:
     }
     ffi::lua_settop(state, top);
     match RULES.iter().find(|r| **r as i32 == rule) {
-        Some(r) => rule_units(state, *r, top, meter),
-        None => 0,
+        Some(r) => units.saturating_add(rule_units(state, *r, top, meter)),
+        None => units,
     }
 }
 

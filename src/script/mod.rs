@@ -271,6 +271,8 @@ fn protect_catchers(lua: &Lua, st: &Rc<RunState>) -> mlua::Result<()> {
             }
             out
         })?;
+        // Their arguments are converted one by one into Rust and back.
+        meter::register(lua, &wrapped, meter::Rule::PerArgument)?;
         table.raw_set(name, wrapped)?;
     }
     Ok(())

@@ -216,6 +216,10 @@ fn register_rules(lua: &Lua) -> mlua::Result<()> {
         ("", "unpack", Unpack),
         ("", "loadstring", FirstString),
         ("", "tonumber", FirstString),
+        ("", "select", PerArgument),
+        ("math", "max", PerArgument),
+        ("math", "min", PerArgument),
+        ("coroutine", "resume", PerArgument),
         ("cjson", "decode", FirstString),
         ("cmsgpack", "unpack", FirstString),
         ("cmsgpack", "unpack_one", FirstString),
@@ -259,6 +263,7 @@ fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
     }
     for (k, inner) in functions {
         let flagged = lua.create_function(move |lua, args: MultiValue| {
+            meter::take_values();
             match inner.call::<MultiValue>(args) {
                 Ok(values) => {
                     charge_results(lua, &values)?;
@@ -300,7 +305,8 @@ fn charge_results(lua: &Lua, values: &MultiValue) -> mlua::Result<()> {
                 _ => 0,
             })
             .sum::<u64>();
-    if m.charge_library(bytes / meter::LIBRARY_BYTES_PER_UNIT) {
+    let units = (bytes / meter::LIBRARY_BYTES_PER_UNIT).saturating_add(meter::take_values());
+    if m.charge_library(units) {
         return Err(mlua::Error::runtime(meter::ABORT));
     }
     Ok(())
