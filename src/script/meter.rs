@@ -288,6 +288,11 @@ pub fn install(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<Installed> {
         meter: Rc::clone(meter),
     });
     let mask = ffi::LUA_MASKCOUNT | ffi::LUA_MASKCALL;
+    let every = if meter.library {
+        1
+    } else {
+        CHECK_EVERY as c_int
+    };
     let ud = &mut *counting as *mut Counting as *mut c_void;
     let slot = &mut counting.inner as *mut ffi::lua_Alloc;
     let slot_ud = &mut counting.inner_ud as *mut *mut c_void;
@@ -303,7 +308,7 @@ pub fn install(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<Installed> {
             *slot_ud = inner_ud;
             *main_slot = state;
             ffi::lua_setallocf(state, counting_alloc, ud);
-            ffi::lua_sethook(state, Some(hook), mask, CHECK_EVERY as c_int);
+            ffi::lua_sethook(state, Some(hook), mask, every);
         })?;
     }
     Ok(Installed {
@@ -330,8 +335,16 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, ar: *mut ffi::lua_D
     };
     let aborted = match (*ar).event {
         ffi::LUA_HOOKCOUNT => {
-            meter.charge(CHECK_EVERY as u64);
-            meter.charge_library(0)
+            // Under the library model the hook runs at every instruction (count 1), so that
+            // the instructions whose work grows with their operands are seen and charged.
+            let count = ffi::lua_gethookcount(state).max(1) as u64;
+            meter.charge(count);
+            let operands = if count == 1 && meter.library && meter.started.get() {
+                vm::operand_units(state)
+            } else {
+                0
+            };
+            meter.charge_library(operands)
         }
         ffi::LUA_HOOKCALL => {
             let units = call_units(state, ar, meter);
@@ -345,6 +358,110 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, ar: *mut ffi::lua_D
         ffi::lua_error(state);
     }
 }
+
+/// What the instruction about to run costs beyond one unit, read from Lua 5.1.5's own
+/// structures (`lstate.h`, `lobject.h`, `lopcodes.h` of the vendored Lua, x86-64 and
+/// aarch64 layouts): the public hook API does not show an instruction's operands.
+///
+/// - `a .. b .. c` (`OP_CONCAT`) copies its operands (and when the result already exists,
+///   compares it without allocating): 1 unit per 16 bytes of its string operands;
+/// - `a < b`, `a <= b` (`OP_LT`, `OP_LE`) on two strings compare up to the shorter one with
+///   `strcoll`, which restarts at every NUL byte: 1 unit per 16 bytes plus 4 per NUL byte;
+/// - `...`, and calls, returns and table constructors over "every value up to the top"
+///   (`f(...)`, `return ...`, `{...}`) move each value: 1 unit per 2 values.
+mod vm {
+    use mlua::ffi;
+
+    const OFF_BASE: usize = 24;
+    const OFF_CI: usize = 40;
+    const OFF_SAVEDPC: usize = 48;
+    const OFF_CI_FUNC: usize = 8;
+    const OFF_LCL_P: usize = 32;
+    const OFF_PROTO_K: usize = 16;
+    const TVALUE: usize = 16;
+    const OFF_TT: usize = 8;
+    const OFF_TS_LEN: usize = 16;
+    const TSTRING: usize = 24;
+    const OP_CONCAT: u32 = 21;
+    const OP_LT: u32 = 24;
+    const OP_LE: u32 = 25;
+    const BITRK: u32 = 1 << 8;
+    const OFF_TOP: usize = 16;
+    const OP_CALL: u32 = 28;
+    const OP_TAILCALL: u32 = 29;
+    const OP_RETURN: u32 = 30;
+    const OP_SETLIST: u32 = 34;
+    const OP_VARARG: u32 = 37;
+    /// Values moved by one instruction that count as one unit.
+    const VALUES_PER_UNIT: u64 = 2;
+
+    /// The bytes of the string in `tv`, if it holds one.
+    unsafe fn string(tv: *const u8) -> Option<&'static [u8]> {
+        if *(tv.add(OFF_TT) as *const i32) != ffi::LUA_TSTRING {
+            return None;
+        }
+        let ts = *(tv as *const *const u8);
+        let len = *(ts.add(OFF_TS_LEN) as *const usize);
+        Some(std::slice::from_raw_parts(ts.add(TSTRING), len))
+    }
+
+    /// Register or constant `x` of the running Lua function.
+    unsafe fn rk(l: *const u8, base: *const u8, x: u32) -> *const u8 {
+        if x & BITRK == 0 {
+            return base.add(x as usize * TVALUE);
+        }
+        let ci = *(l.add(OFF_CI) as *const *const u8);
+        let func = *(ci.add(OFF_CI_FUNC) as *const *const u8);
+        let closure = *(func as *const *const u8);
+        let proto = *(closure.add(OFF_LCL_P) as *const *const u8);
+        let k = *(proto.add(OFF_PROTO_K) as *const *const u8);
+        k.add((x & !BITRK) as usize * TVALUE)
+    }
+
+    /// Called from the count hook, inside the running Lua function, before the instruction.
+    pub unsafe fn operand_units(state: *mut ffi::lua_State) -> u64 {
+        let l = state as *const u8;
+        let pc = *(l.add(OFF_SAVEDPC) as *const *const u32);
+        let i = *pc.sub(1);
+        let base = *(l.add(OFF_BASE) as *const *const u8);
+        let (b, c) = ((i >> 23) & 0x1ff, (i >> 14) & 0x1ff);
+        match i & 0x3f {
+            OP_CONCAT => {
+                let bytes: usize = (b..=c)
+                    .filter_map(|r| string(base.add(r as usize * super::TVALUE_SIZE)))
+                    .map(|s| s.len())
+                    .sum();
+                bytes as u64 / super::LIBRARY_BYTES_PER_UNIT
+            }
+            // `...` copies every vararg (its count bounded above by the frame's size).
+            OP_VARARG if b == 0 => {
+                let ci = *(l.add(OFF_CI) as *const *const u8);
+                let func = *(ci.add(OFF_CI_FUNC) as *const *const u8);
+                let n = (base as usize).saturating_sub(func as usize) / TVALUE;
+                n as u64 / VALUES_PER_UNIT
+            }
+            // A call, return or table constructor taking "all values up to the top" moves
+            // each of them.
+            OP_CALL | OP_TAILCALL | OP_RETURN | OP_SETLIST if b == 0 => {
+                let a = ((i >> 6) & 0xff) as usize;
+                let top = *(l.add(OFF_TOP) as *const *const u8) as usize;
+                let ra = base.add(a * TVALUE) as usize;
+                (top.saturating_sub(ra) / TVALUE) as u64 / VALUES_PER_UNIT
+            }
+            OP_LT | OP_LE => match (string(rk(l, base, b)), string(rk(l, base, c))) {
+                (Some(x), Some(y)) => {
+                    let shorter = if x.len() <= y.len() { x } else { y };
+                    let nuls = shorter.iter().filter(|&&c| c == 0).count() as u64;
+                    shorter.len() as u64 / super::LIBRARY_BYTES_PER_UNIT + 4 * nuls
+                }
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+}
+
+const TVALUE_SIZE: usize = 16;
 
 /// The charge of the function being called, if it is a registered one. Its arguments are
 /// the stack (the call hook runs in the callee's frame).

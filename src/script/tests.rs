@@ -819,6 +819,10 @@ fn library_loops_are_charged_by_their_work() {
         "local s = string.rep('a', 100000) for i = 1, 1000 do s:find('b', 1, true) end",
         "local s = string.rep('a', 100000) for i = 1, 1000 do local _ = s:upper() end",
         "local s = string.rep('a', 100000) for i = 1, 1000 do local _ = s .. i end",
+        "local s = string.rep('a', 100000) for i = 1, 1000 do local _ = s .. 'x' end",
+        "local z = string.rep('\\0', 100000) for i = 1, 1000 do local _ = z < z end",
+        "local a = string.rep('a', 100000) local b = a .. 'b' for i = 1, 1000 do local _ = a <= b end",
+        "local function g() end local function f(...) for i = 1, 1000 do g(...) end end f(unpack({}, 1, 7000))",
         "local t = {} for i = 1, 10000 do t[i] = 'x' end for i = 1, 1000 do table.concat(t) end",
         "local t = {} for i = 1, 10000 do t[i] = i end for i = 1, 1000 do table.sort(t) end",
         "local t = {} for i = 1, 10000 do t[i] = i end for i = 1, 1000 do table.insert(t, 1, 0) table.remove(t, 1) end",
@@ -1001,14 +1005,20 @@ fn measure_worst_scripts() {
         };
         println!("{took:>12.3?}  {body}  -> {verdict}");
     }
-    // Known unmetered per-instruction work: `..` whose result already exists (no allocation)
-    // and `<` between long strings. Per operation, to extrapolate.
-    for (body, ops) in [
-        ("local s = string.rep('a', 1e7) for i = 1, 20 do local _ = s .. 'x' end", 20u32),
-        ("local z = string.rep('\\0', 1e7) for i = 1, 5 do local _ = z < z end", 5),
-        ("local a = string.rep('a', 1e7) local b = a .. 'b' for i = 1, 20 do local _ = a < b end", 20),
+    // Instructions whose work grows with their operands: charged by the hook.
+    for body in [
+        "local s = string.rep('a', 1e7) while true do local _ = s .. 'x' end",
+        "local z = string.rep('\\0', 1e7) while true do local _ = z < z end",
+        "local a = string.rep('a', 1e7) local b = a .. 'b' while true do local _ = a < b end",
+        "local function f(...) while true do local t = {...} end end f(unpack({}, 1, 7000))",
+        "local function g() end local function f(...) while true do g(...) end end f(unpack({}, 1, 7000))",
+        "local s = string.rep('a', 1e6) while true do local _ = s < 'b' end",
     ] {
-        let (r, took) = eval_model(body, u64::MAX / 2, CostModel::Library);
-        println!("{:>12.3?} per op  {body}  -> {r:?}", took / ops);
+        let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
+        let verdict = match &r {
+            Reply::Error(e) => e.chars().take(60).collect::<String>(),
+            other => format!("{other:?}"),
+        };
+        println!("{took:>12.3?}  {body}  -> {verdict}");
     }
 }
