@@ -1,15 +1,17 @@
 //! The script's budget and how Lua work is counted against it.
 //!
-//! One [`Meter`] per run counts units: Lua VM instructions (a count hook every
-//! [`CHECK_EVERY`] instructions), `redis.call` charges ([`super::cost`]) and, under
-//! [`CostModel::Library`], the work of library functions (under the older models that work is
-//! counted only against [`UNCHARGED_CEILING`]):
+//! One [`Meter`] per run counts units: Lua VM instructions (a count hook), `redis.call`
+//! charges ([`super::cost`]) and, under [`CostModel::Library`], the work of library functions
+//! and of the instructions whose work grows with their operands (under the older models that
+//! work is counted only against [`UNCHARGED_CEILING`], and the count hook runs every
+//! [`CHECK_EVERY`] instructions as it always did):
 //!
 //! - a call hook charges the C functions of Lua's libraries (and the Rust libraries) by their
 //!   arguments **before** they run, by the rules of [`Rule`], so `string.rep('x', 1e12)` is
-//!   refused before it allocates;
-//! - every byte the Lua state allocates is charged ([`LIBRARY_BYTES_PER_UNIT`] bytes a unit),
-//!   which covers the `..` operator and every library result;
+//!   refused before it allocates, plus [`CALL_UNITS`] per call;
+//! - every byte the Lua state allocates is charged ([`LIBRARY_BYTES_PER_UNIT`] bytes a unit);
+//! - the count hook runs at every instruction and charges `..`, `<`, `<=` and moves of all
+//!   the values up to the top by their operands (`vm`);
 //! - the pattern functions are Rust ([`super::strlib`]) and charge their matcher's steps.
 //!
 //! Every charge depends only on the arguments, the results and the allocation sizes Lua asks
@@ -35,6 +37,11 @@ pub const RUST_CALL_UNITS: u64 = 100;
 pub const VALUE_UNITS: u64 = 40;
 /// What one function call costs on top of its instructions (the call hook's own work).
 pub const CALL_UNITS: u64 = 10;
+/// An allocation this large (a string, a table's parts, a grown stack) switches the hook to
+/// every instruction: below it, no instruction's operands can cost much.
+pub const BIG: usize = 64 * 1024;
+/// The hook's events.
+const MASK: c_int = ffi::LUA_MASKCOUNT | ffi::LUA_MASKCALL;
 /// Pattern-matching steps that count as one unit.
 pub const STEPS_PER_UNIT: u64 = 1;
 /// Under the models written before library charges, library work is not charged to the
@@ -58,6 +65,11 @@ pub struct Meter {
     uncharged: Cell<u64>,
     /// Whether the script itself runs (setting the state up is not charged as library work).
     started: Cell<bool>,
+    /// Whether the script has data as large as [`BIG`] (then the hook runs at every
+    /// instruction, see [`vm`]).
+    big: Cell<bool>,
+    /// The thread the script runs on.
+    main: Cell<*mut ffi::lua_State>,
 }
 
 impl Meter {
@@ -71,6 +83,8 @@ impl Meter {
             allocated: Cell::new(0),
             uncharged: Cell::new(0),
             started: Cell::new(false),
+            big: Cell::new(false),
+            main: Cell::new(std::ptr::null_mut()),
         }
     }
 
@@ -103,6 +117,11 @@ impl Meter {
     pub fn start(&self) {
         self.allocated.set(0);
         self.started.set(true);
+    }
+
+    /// Marks the script's inputs as large (see [`BIG`]).
+    pub fn mark_big(&self) {
+        self.big.set(true);
     }
 
     /// Ends the run as if the budget ran out.
@@ -243,6 +262,15 @@ unsafe extern "C" fn counting_alloc(
         let m = &c.meter.allocated;
         m.set(m.get().saturating_add((nsize - old) as u64));
     }
+    if nsize >= BIG && c.meter.library && !c.meter.big.get() {
+        c.meter.big.set(true);
+        // Only field writes: safe from inside an allocation. Other threads switch at their
+        // next hook event.
+        let main = c.meter.main.get();
+        if !main.is_null() {
+            ffi::lua_sethook(main, Some(hook), MASK, 1);
+        }
+    }
     (c.inner)(c.inner_ud, ptr, osize, nsize)
 }
 
@@ -287,8 +315,7 @@ pub fn install(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<Installed> {
         inner_ud: std::ptr::null_mut(),
         meter: Rc::clone(meter),
     });
-    let mask = ffi::LUA_MASKCOUNT | ffi::LUA_MASKCALL;
-    let every = if meter.library {
+    let every = if meter.library && meter.big.get() {
         1
     } else {
         CHECK_EVERY as c_int
@@ -308,9 +335,10 @@ pub fn install(lua: &Lua, meter: &Rc<Meter>) -> mlua::Result<Installed> {
             *slot_ud = inner_ud;
             *main_slot = state;
             ffi::lua_setallocf(state, counting_alloc, ud);
-            ffi::lua_sethook(state, Some(hook), mask, every);
+            ffi::lua_sethook(state, Some(hook), MASK, every);
         })?;
     }
+    meter.main.set(main);
     Ok(Installed {
         _lua: lua.clone(),
         state: main,
@@ -333,11 +361,16 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, ar: *mut ffi::lua_D
     let Some(meter) = meter_of(state) else {
         return;
     };
+    let count = ffi::lua_gethookcount(state).max(1);
+    // Under the library model, once the script holds large data (and always in coroutines,
+    // whose first event is the call of their body), the hook runs at every instruction, so
+    // that instructions whose work grows with their operands are seen and charged.
+    if meter.library && count != 1 && (meter.big.get() || state != meter.main.get()) {
+        ffi::lua_sethook(state, Some(hook), MASK, 1);
+    }
     let aborted = match (*ar).event {
         ffi::LUA_HOOKCOUNT => {
-            // Under the library model the hook runs at every instruction (count 1), so that
-            // the instructions whose work grows with their operands are seen and charged.
-            let count = ffi::lua_gethookcount(state).max(1) as u64;
+            let count = count as u64;
             meter.charge(count);
             let operands = if count == 1 && meter.library && meter.started.get() {
                 vm::operand_units(state)

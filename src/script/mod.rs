@@ -143,6 +143,16 @@ fn execute(
     let xpcall: Function = g.raw_get("xpcall")?;
     protect_catchers(&lua, st)?;
     install_setresp(&lua, st)?;
+    // Inputs the allocator does not see (created before it is installed) may be large.
+    let big = inv.body.len() >= meter::BIG
+        || inv
+            .keys
+            .iter()
+            .chain(inv.args)
+            .any(|a| a.len() >= meter::BIG);
+    if big {
+        st.meter.mark_big();
+    }
     let metered = meter::install(&lua, &st.meter)?;
     let handler_st = st.clone();
     let handler = lua.create_function(move |lua, err: Value| {
