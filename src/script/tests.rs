@@ -1022,3 +1022,32 @@ fn measure_worst_scripts() {
         println!("{took:>12.3?}  {body}  -> {verdict}");
     }
 }
+
+/// Large data the allocator did not see being made (an argument) and coroutines also get
+/// the per-instruction charges: comparing a large argument with itself in a loop is aborted.
+#[test]
+fn large_arguments_and_coroutines_are_charged_per_instruction() {
+    let mut ks = Keyspace::default();
+    ks.bump_revision();
+    let big = Bytes::from(vec![0u8; 1 << 20]);
+    let args = [big];
+    let inv = Invocation {
+        sha: "0000",
+        body: b"local z = ARGV[1] while true do local _ = z < z end",
+        keys: &[],
+        args: &args,
+        now: 0,
+        budget: DEFAULT_BUDGET,
+        user: None,
+        cost: CostModel::Library,
+    };
+    let started = std::time::Instant::now();
+    let r = run(Access::Write(&mut ks), &inv);
+    assert!(is_budget_abort(&r), "{r:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let body = "local z local co = coroutine.wrap(function() coroutine.yield() \
+                while true do local _ = z < z end end) co() z = ('\\0'):rep(1e6) co()";
+    let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
+    assert!(is_budget_abort(&r), "{r:?}");
+    assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+}
