@@ -317,17 +317,23 @@ enum Repl {
     Index(Value),
 }
 
+/// What `gsub` replaces with, and how it calls back.
+struct Subst<'a> {
+    lua: &'a Lua,
+    repl: Repl,
+    cb: &'a Callbacks,
+    meter: Option<Rc<Meter>>,
+}
+
 /// `add_value`: appends the replacement of the match `[s, e)`.
 fn add_value(
-    lua: &Lua,
+    sub: &Subst<'_>,
     out: &mut Vec<u8>,
-    repl: &Repl,
-    cb: &Callbacks,
     m: &Matcher<'_>,
     src: &[u8],
     (s, e): (usize, usize),
-    meter: &Option<Rc<Meter>>,
 ) -> Result<(), Fault> {
+    let (lua, repl, cb, meter) = (sub.lua, &sub.repl, sub.cb, &sub.meter);
     let fail = |f| failed(meter, m, f);
     let v = match repl {
         Repl::Str(news) => return add_s(out, &news.as_bytes(), m, src, s, e).map_err(fail),
@@ -386,6 +392,12 @@ fn gsub(lua: &Lua, args: &MultiValue, cb: &Callbacks) -> Out {
     };
     let meter = meter::of(lua);
     let mut m = Matcher::new(&src, pat, step_limit(&meter));
+    let sub = Subst {
+        lua,
+        repl,
+        cb,
+        meter: meter.clone(),
+    };
     let mut out = Vec::new();
     let mut at = 0usize;
     let mut n = 0i64;
@@ -393,7 +405,7 @@ fn gsub(lua: &Lua, args: &MultiValue, cb: &Callbacks) -> Out {
         let e = m.match_at(at).map_err(|f| failed(&meter, &m, f))?;
         if let Some(e) = e {
             n += 1;
-            add_value(lua, &mut out, &repl, cb, &m, &src, (at, e), &meter)?;
+            add_value(&sub, &mut out, &m, &src, (at, e))?;
             if out.len() > super::sandbox::MEMORY_LIMIT {
                 return Err(Fault::Raise(Value::String(
                     lua.create_string("not enough memory")?,
