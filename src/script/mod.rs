@@ -194,7 +194,7 @@ fn execute(
         let acl_check = scope.create_function(move |lua, args: MultiValue| {
             bridge::acl_check_cmd(lua, &args, user)
         })?;
-        sandbox::finish_state(&lua, raw, acl_check)?;
+        sandbox::finish_state(&lua, raw, acl_check, model == cost::CostModel::Library)?;
         st.meter.start();
         let result = xpcall.call::<MultiValue>((f, handler));
         metered.stop();

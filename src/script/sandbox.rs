@@ -126,33 +126,43 @@ end
 -- so its traversal order (of every key, not only those) differs between replicas: such a
 -- traversal is refused. A traversal from the start checks every key first; a step from a
 -- key checks the key it returns.
-local by_address = { table = true, ["function"] = true, thread = true, userdata = true }
-local ORDER = "cannot iterate a table keyed by a table, function, coroutine or userdata "
-  .. "(its order would differ between replicas)"
-local function see_next(t, k)
-  check(t, "next")
-  local r = real[t] or t
-  if k == nil then
-    for key in next, r do
-      if by_address[type(key)] then error(ORDER, 2) end
+local strict_order = ...
+local see_next
+if strict_order then
+  local by_address = { table = true, ["function"] = true, thread = true, userdata = true }
+  local ORDER = "cannot iterate a table keyed by a table, function, coroutine or userdata "
+    .. "(its order would differ between replicas)"
+  see_next = function(t, k)
+    check(t, "next")
+    local r = real[t] or t
+    if k == nil then
+      for key in next, r do
+        if by_address[type(key)] then error(ORDER, 2) end
+      end
     end
+    local nk, nv = next(r, k)
+    if by_address[type(nk)] then error(ORDER, 2) end
+    return nk, nv
   end
-  local nk, nv = next(r, k)
-  if by_address[type(nk)] then error(ORDER, 2) end
-  return nk, nv
+  -- table.foreach walks with lua_next: the same rule.
+  rawset(real[store.table], "foreach", function(t, f)
+    check(t, "foreach")
+    if type(f) ~= "function" then
+      error("bad argument #2 to 'foreach' (function expected, got " .. type(f) .. ")", 2)
+    end
+    for k, v in see_next, t do
+      local r = f(k, v)
+      if r ~= nil then return r end
+    end
+  end)
+else
+  -- Log entries written before the rule run as they ran.
+  see_next = function(t, k)
+    check(t, "next")
+    return next(real[t] or t, k)
+  end
 end
 store.next = see_next
--- table.foreach walks with lua_next: the same rule.
-rawset(real[store.table], "foreach", function(t, f)
-  check(t, "foreach")
-  if type(f) ~= "function" then
-    error("bad argument #2 to 'foreach' (function expected, got " .. type(f) .. ")", 2)
-  end
-  for k, v in see_next, t do
-    local r = f(k, v)
-    if r ~= nil then return r end
-  end
-end)
 store.pairs = function(t)
   if type(t) ~= "table" then error("bad argument #1 to 'pairs' (table expected, got " .. type(t) .. ")", 2) end
   return see_next, t, nil
@@ -372,7 +382,15 @@ const RAW_KEY: &std::ffi::CStr = c"palisade.raw";
 /// Rust callback into a string).
 ///
 /// `acl_check` (the same contract as `raw`) becomes `redis.acl_check_cmd`.
-pub fn finish_state(lua: &Lua, raw: Function, acl_check: Function) -> mlua::Result<()> {
+///
+/// `strict_order` makes `pairs`/`next`/`table.foreach` refuse tables keyed by objects (the
+/// library model; older log entries replay as they ran).
+pub fn finish_state(
+    lua: &Lua,
+    raw: Function,
+    acl_check: Function,
+    strict_order: bool,
+) -> mlua::Result<()> {
     lua.set_named_registry_value("palisade.raw", raw)?;
     lua.set_named_registry_value("palisade.acl_check_cmd", acl_check)?;
     let redis: Table = lua.globals().raw_get("redis")?;
@@ -395,7 +413,7 @@ pub fn finish_state(lua: &Lua, raw: Function, acl_check: Function) -> mlua::Resu
         }
     }
     let prelude = lua.load(PRELUDE).set_name("=palisade").into_function()?;
-    prelude.call::<()>(())
+    prelude.call::<()>(strict_order)
 }
 
 unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::ffi::c_int {

@@ -246,11 +246,10 @@ fn gmatch_next(lua: &Lua, s: &LuaString, p: &LuaString, pos: &std::cell::Cell<us
     Ok(Vec::new())
 }
 
-/// What `gsub` needs to call back into Lua: the unprotected `pcall` and a `t[k]` reader.
+/// What `gsub` needs to call back into Lua: the unprotected `pcall`.
 #[derive(Clone)]
 struct Callbacks {
     pcall: Function,
-    index: Function,
 }
 
 impl Callbacks {
@@ -314,7 +313,7 @@ fn add_s(
 enum Repl {
     Str(LuaString),
     Call(Value),
-    Index(Value),
+    Index(Table),
 }
 
 /// What `gsub` replaces with, and how it calls back.
@@ -344,11 +343,12 @@ fn add_value(
         Repl::Index(t) => {
             let key = m.capture(0, s, e).map_err(fail)?;
             let key = capture_value(lua, src, key)?;
-            cb.call(
-                Value::Function(cb.index.clone()),
-                vec![t.clone(), key],
-                meter,
-            )?
+            // `lua_gettable`: through `__index`, as Lua does.
+            let v = t.get::<Value>(key)?;
+            if meter.as_ref().is_some_and(|m| m.aborted()) {
+                return Err(abort());
+            }
+            v
         }
     };
     match &v {
@@ -381,7 +381,7 @@ fn gsub(lua: &Lua, args: &MultiValue, cb: &Callbacks) -> Out {
             Repl::Str(lua.create_string(fmt_g14(number(v).unwrap_or(0.0)))?)
         }
         Some(f @ Value::Function(_)) => Repl::Call(f.clone()),
-        Some(t @ Value::Table(_)) => Repl::Index(t.clone()),
+        Some(Value::Table(t)) => Repl::Index(t.clone()),
         _ => {
             return Err(Fault::Arg(3, "string/function/table expected".into()));
         }
@@ -514,11 +514,7 @@ fn shimmed(lua: &Lua, f: Function) -> mlua::Result<Function> {
 /// the string metatable's `__index` also reads).
 pub fn install(lua: &Lua, string: &Table) -> mlua::Result<()> {
     let pcall: Function = lua.globals().raw_get("pcall")?;
-    let index: Function = lua
-        .load("local t, k = ... return t[k]")
-        .set_name("=gsub")
-        .into_function()?;
-    let cb = Callbacks { pcall, index };
+    let cb = Callbacks { pcall };
     let find = lua.create_function(|lua, a: MultiValue| encode(lua, find_aux(lua, &a, true)))?;
     let matcher =
         lua.create_function(|lua, a: MultiValue| encode(lua, find_aux(lua, &a, false)))?;

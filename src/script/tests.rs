@@ -890,6 +890,13 @@ fn iterating_tables_keyed_by_objects_is_refused() {
         CostModel::Library,
     );
     assert_eq!(r, Reply::Int(6));
+    // Log entries written before the rule run as they ran.
+    let (r, _) = eval_model(
+        "local t = {} t[{}] = 1 local n = 0 for k in pairs(t) do n = n + 1 end return n",
+        DEFAULT_BUDGET,
+        CostModel::Metered,
+    );
+    assert_eq!(r, Reply::Int(1));
 }
 
 /// The Rust pattern functions give Lua 5.1's results (the differential test against
