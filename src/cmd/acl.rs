@@ -283,15 +283,22 @@ impl Replicated for AclLoad {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvalMetered(pub EvalAs);
 
+/// [`EvalAs`] with every `redis.call` charged for its work and every library call for its
+/// own ([`CostModel::Library`]: string, table, cjson, ... functions, allocations and
+/// pattern-matching steps, see `script::meter`): what this build writes. `EvalMetered`
+/// entries keep the charges they were written under.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvalBounded(pub EvalAs);
+
 impl EvalAs {
-    /// The EVAL-family command this one runs as `user` (metered).
+    /// The EVAL-family command this one runs as `user` (library work charged).
     pub fn wrap(user: &str, cmd: Command) -> Command {
         let (read_only, eval) = match cmd {
             Command::Eval(eval) => (false, eval),
             Command::EvalRo(EvalRo(eval)) => (true, eval),
             other => return other,
         };
-        Command::EvalMetered(EvalMetered(EvalAs {
+        Command::EvalBounded(EvalBounded(EvalAs {
             user: user.to_string(),
             read_only,
             eval,
@@ -341,6 +348,20 @@ impl Replicated for EvalMetered {
 
     fn query(&self, ks: &Keyspace, now: u64) -> Reply {
         self.0.query_with(ks, now, CostModel::Metered)
+    }
+}
+
+impl Replicated for EvalBounded {
+    fn is_read(&self) -> bool {
+        self.0.read_only
+    }
+
+    fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
+        self.0.apply_with(ks, ctx, CostModel::Library)
+    }
+
+    fn query(&self, ks: &Keyspace, now: u64) -> Reply {
+        self.0.query_with(ks, now, CostModel::Library)
     }
 }
 

@@ -108,6 +108,7 @@ registry::commands! {
         42 => AclLoad(AclLoad),
         43 => EvalAs(EvalAs),
         105 => EvalMetered(EvalMetered),
+        116 => EvalBounded(EvalBounded),
     ],
     time: [],
     slowlog: [],

@@ -350,6 +350,11 @@ fn cannot(kind: &str, reason: &str) -> mlua::Error {
 }
 
 fn encode_value(cfg: &Config, v: &Value, depth: i64, out: &mut Vec<u8>) -> mlua::Result<()> {
+    // The output is Rust memory, outside the script's Lua memory cap: the same cap.
+    if out.len() > super::sandbox::MEMORY_LIMIT {
+        return Err(err("not enough memory".to_string()));
+    }
+    super::meter::tick(1);
     match v {
         Value::String(s) => encode_string(&s.as_bytes(), out),
         Value::Number(_) | Value::Integer(_) => encode_number(cfg, number(v).unwrap_or(0.0), out)?,
@@ -733,6 +738,7 @@ impl Parser<'_> {
     }
 
     fn value(&mut self, lua: &Lua, tok: Tok, index: usize) -> mlua::Result<Value> {
+        super::meter::tick(1);
         Ok(match tok {
             Tok::Str(s) => Value::String(lua.create_string(&s)?),
             Tok::Num(n) => Value::Number(n),

@@ -137,6 +137,11 @@ fn array_len(t: &Table) -> mlua::Result<Option<usize>> {
 }
 
 fn encode_value(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
+    // The output is Rust memory, outside the script's Lua memory cap: the same cap.
+    if out.len() > super::sandbox::MEMORY_LIMIT {
+        return Err(err("not enough memory"));
+    }
+    super::meter::tick(1);
     match v {
         Value::String(s) => encode_bytes(out, &s.as_bytes()),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
@@ -151,6 +156,22 @@ fn encode_value(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> 
                 }
             }
             None => {
+                // Keys laid out by address would be packed in an order that differs
+                // between replicas.
+                for pair in t.pairs::<Value, Value>() {
+                    if let (
+                        Value::Table(_)
+                        | Value::Function(_)
+                        | Value::Thread(_)
+                        | Value::UserData(_),
+                        _,
+                    ) = pair?
+                    {
+                        return Err(err(
+                            "cannot pack a table keyed by a table, function, coroutine or userdata",
+                        ));
+                    }
+                }
                 let len = t.pairs::<Value, Value>().count();
                 encode_header(out, len, 0x80, 0xde, 0xdf);
                 for pair in t.pairs::<Value, Value>() {
@@ -221,6 +242,7 @@ impl Cursor<'_> {
     /// Reads a value; `top` is the Lua stack height before it is pushed, `depth` the
     /// nesting.
     fn value(&mut self, lua: &Lua, top: usize, depth: usize) -> Result<Value, Fail> {
+        super::meter::tick(1);
         self.need(1)?;
         if top + 1 > MAX_CSTACK {
             return Err(Fail::Lua(err(TOO_MANY)));

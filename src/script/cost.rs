@@ -6,9 +6,10 @@
 //!
 //! The charge must be the same on every replica, and the same again when an entry is
 //! replayed after a restart, so it is computed from what every replica has: the command
-//! line, the keyspace before the command, and the reply. Two cost models exist, and the log
+//! line, the keyspace before the command, and the reply. Three cost models exist, and the log
 //! entry says which one it runs under ([`CostModel`]): entries written before metering
-//! (`Eval`, `EvalAs`) keep their fixed charge, so replaying them gives the results they had.
+//! (`Eval`, `EvalAs`) keep their fixed charge, and entries written before library charges
+//! (`EvalMetered`) do not pay for library work, so replaying them gives the results they had.
 //!
 //! The metered charge of one call is [`BASE`], plus
 //! - one unit per [`BYTES_PER_UNIT`] bytes of its arguments;
@@ -39,13 +40,16 @@ pub enum CostModel {
     Fixed,
     /// [`BASE`] plus the work the call does (this module's rules).
     Metered,
+    /// [`CostModel::Metered`], and the work of Lua's library functions too (their arguments,
+    /// the bytes the Lua state allocates, pattern-matching steps: see [`super::meter`]).
+    Library,
 }
 
 /// What a call costs once it ran: its reply.
 pub fn after(model: CostModel, reply: &Reply) -> u64 {
     match model {
         CostModel::Fixed => 0,
-        CostModel::Metered => reply_units(reply),
+        CostModel::Metered | CostModel::Library => reply_units(reply),
     }
 }
 

@@ -4,10 +4,14 @@
 //! - [`bridge`]: `redis.call`/`redis.pcall` over the command table and the keyspace.
 //! - [`convert`]: reply <-> Lua conversions exactly as Redis's `script_lua.c`.
 //!
+//! - [`meter`]: the budget: instructions, library calls, allocations ([`strlib`] and
+//!   [`pattern`] are Lua's pattern functions with a step count).
+//!
 //! Determinism: a script sees the entry's cluster time, KEYS results are sorted, the PRNG
-//! restarts from a fixed state, and a budget of Lua instructions (plus a charge per
-//! `redis.call` for the work it does in Rust, see [`cost`]) is counted identically on every
-//! replica. A script that exceeds it is
+//! restarts from a fixed state, tables keyed by objects cannot be iterated, and a budget of
+//! Lua instructions (plus a charge per `redis.call` for the work it does in Rust, see
+//! [`cost`], and per library call for its work, see [`meter`]) is counted identically on
+//! every replica. A script that exceeds it is
 //! aborted and all its writes are rolled back (the keyspace journal), so it either
 //! completes or leaves no trace. An ordinary error keeps the writes made before it, as in
 //! Redis.
@@ -18,7 +22,10 @@ pub mod cjson;
 pub mod cmsgpack;
 pub mod convert;
 pub mod cost;
+pub mod meter;
+pub mod pattern;
 pub mod sandbox;
+pub mod strlib;
 pub mod structlib;
 
 use std::cell::{Cell, RefCell};
@@ -26,15 +33,13 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use mlua::chunk::ChunkMode;
-use mlua::{Function, HookTriggers, Lua, MultiValue, Value, VmState};
+use mlua::{Function, Lua, MultiValue, Value};
 
 pub use crate::state::scripts::sha1_hex;
 pub use bridge::Access;
 
 use crate::resp::Reply;
 
-/// Instructions between two budget checks.
-const CHECK_EVERY: u32 = 1000;
 /// The chunk name Redis gives scripts (error messages read `user_script:LINE: ...`).
 const CHUNK: &str = "@user_script";
 
@@ -60,29 +65,36 @@ pub struct Invocation<'a> {
 }
 
 /// Per-run state shared by the hook and the callbacks.
-#[derive(Default)]
 struct RunState {
-    used: Cell<u64>,
-    budget: Cell<u64>,
-    aborted: Cell<bool>,
+    meter: Rc<meter::Meter>,
     resp3: Cell<bool>,
     /// The error message and script line captured by the message handler.
     failure: RefCell<Option<(String, Option<usize>)>>,
 }
 
 impl RunState {
-    /// Charges `n` instructions; true once the budget is exhausted (and from then on).
-    fn charge(&self, n: u64) -> bool {
-        self.used.set(self.used.get().saturating_add(n));
-        if self.used.get() > self.budget.get() {
-            self.aborted.set(true);
+    fn new(budget: u64, model: cost::CostModel) -> Self {
+        RunState {
+            meter: Rc::new(meter::Meter::new(budget, model)),
+            resp3: Cell::new(false),
+            failure: RefCell::new(None),
         }
-        self.aborted.get()
+    }
+
+    /// Charges `n` instructions (and the allocations not yet charged); true once the budget
+    /// is exhausted (and from then on).
+    fn charge(&self, n: u64) -> bool {
+        self.meter.charge(n);
+        self.meter.charge_library(0)
+    }
+
+    fn aborted(&self) -> bool {
+        self.meter.aborted()
     }
 }
 
 fn abort_error() -> mlua::Error {
-    mlua::Error::runtime("script exceeded its instruction budget")
+    mlua::Error::runtime(meter::ABORT)
 }
 
 /// Runs a script. With write access, a budget abort rolls every change back.
@@ -90,10 +102,9 @@ pub fn run(mut access: Access<'_>, inv: &Invocation<'_>) -> Reply {
     if let Access::Write(ks) = &mut access {
         ks.begin_undo();
     }
-    let st = Rc::new(RunState::default());
-    st.budget.set(inv.budget);
+    let st = Rc::new(RunState::new(inv.budget, inv.cost));
     let outcome = execute(&mut access, inv, &st);
-    let aborted = st.aborted.get();
+    let aborted = st.aborted();
     if let Access::Write(ks) = &mut access {
         if aborted {
             ks.rollback_undo();
@@ -132,17 +143,17 @@ fn execute(
     let xpcall: Function = g.raw_get("xpcall")?;
     protect_catchers(&lua, st)?;
     install_setresp(&lua, st)?;
-    let hook_st = st.clone();
-    lua.set_global_hook(
-        HookTriggers::new().every_nth_instruction(CHECK_EVERY),
-        move |_, _| {
-            if hook_st.charge(CHECK_EVERY as u64) {
-                Err(abort_error())
-            } else {
-                Ok(VmState::Continue)
-            }
-        },
-    )?;
+    // Inputs the allocator does not see (created before it is installed) may be large.
+    let big = inv.body.len() >= meter::BIG
+        || inv
+            .keys
+            .iter()
+            .chain(inv.args)
+            .any(|a| a.len() >= meter::BIG);
+    if big {
+        st.meter.mark_big();
+    }
+    let metered = meter::install(&lua, &st.meter)?;
     let handler_st = st.clone();
     let handler = lua.create_function(move |lua, err: Value| {
         let line = user_line(lua);
@@ -183,10 +194,13 @@ fn execute(
         let acl_check = scope.create_function(move |lua, args: MultiValue| {
             bridge::acl_check_cmd(lua, &args, user)
         })?;
-        sandbox::finish_state(&lua, raw, acl_check)?;
-        xpcall.call::<MultiValue>((f, handler))
+        sandbox::finish_state(&lua, raw, acl_check, model == cost::CostModel::Library)?;
+        st.meter.start();
+        let result = xpcall.call::<MultiValue>((f, handler));
+        metered.stop();
+        result
     })?;
-    if st.aborted.get() {
+    if st.aborted() {
         return Ok(Reply::Nil);
     }
     let mut values = result.into_iter();
@@ -262,11 +276,13 @@ fn protect_catchers(lua: &Lua, st: &Rc<RunState>) -> mlua::Result<()> {
         let st = st.clone();
         let wrapped = lua.create_function(move |_, args: MultiValue| {
             let out = inner.call::<MultiValue>(args);
-            if st.aborted.get() {
+            if st.aborted() {
                 return Err(abort_error());
             }
             out
         })?;
+        // Their arguments are converted one by one into Rust and back.
+        meter::register(lua, &wrapped, meter::Rule::PerArgument)?;
         table.raw_set(name, wrapped)?;
     }
     Ok(())

@@ -13,6 +13,8 @@ use crate::state::scripts::sha1_hex;
 use bytes::Bytes;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
+use super::meter;
+
 /// Most memory one script's Lua state may allocate. Allocation is deterministic for a given
 /// build, so hitting the limit fails the same way on every replica.
 pub const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
@@ -120,9 +122,45 @@ store.rawget = function(t, k)
   check(t, "rawget")
   return rawget(real[t] or t, k)
 end
-local function see_next(t, k)
-  check(t, "next")
-  return next(real[t] or t, k)
+-- A table keyed by tables, functions, coroutines or userdata is laid out by memory address,
+-- so its traversal order (of every key, not only those) differs between replicas: such a
+-- traversal is refused. A traversal from the start checks every key first; a step from a
+-- key checks the key it returns.
+local strict_order = ...
+local see_next
+if strict_order then
+  local by_address = { table = true, ["function"] = true, thread = true, userdata = true }
+  local ORDER = "cannot iterate a table keyed by a table, function, coroutine or userdata "
+    .. "(its order would differ between replicas)"
+  see_next = function(t, k)
+    check(t, "next")
+    local r = real[t] or t
+    if k == nil then
+      for key in next, r do
+        if by_address[type(key)] then error(ORDER, 2) end
+      end
+    end
+    local nk, nv = next(r, k)
+    if by_address[type(nk)] then error(ORDER, 2) end
+    return nk, nv
+  end
+  -- table.foreach walks with lua_next: the same rule.
+  rawset(real[store.table], "foreach", function(t, f)
+    check(t, "foreach")
+    if type(f) ~= "function" then
+      error("bad argument #2 to 'foreach' (function expected, got " .. type(f) .. ")", 2)
+    end
+    for k, v in see_next, t do
+      local r = f(k, v)
+      if r ~= nil then return r end
+    end
+  end)
+else
+  -- Log entries written before the rule run as they ran.
+  see_next = function(t, k)
+    check(t, "next")
+    return next(real[t] or t, k)
+  end
 end
 store.next = see_next
 store.pairs = function(t)
@@ -151,6 +189,7 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
     g.raw_set("KEYS", strings(&lua, keys)?)?;
     g.raw_set("ARGV", strings(&lua, args)?)?;
     install_random(&lua)?;
+    super::strlib::install(&lua, &g.raw_get("string")?)?;
     for (name, table) in [
         ("bit", super::bitlib::create(&lua)?),
         ("cjson", super::cjson::create(&lua)?),
@@ -161,7 +200,54 @@ pub fn new_state(keys: &[Bytes], args: &[Bytes]) -> mlua::Result<Lua> {
         g.raw_set(name, table)?;
     }
     g.raw_set("redis", redis_table(&lua)?)?;
+    register_rules(&lua)?;
     Ok(lua)
+}
+
+/// Registers the library functions the call hook charges before they run (see
+/// [`meter::Rule`]; only under [`super::cost::CostModel::Library`]).
+fn register_rules(lua: &Lua) -> mlua::Result<()> {
+    use meter::Rule::*;
+    let g = lua.globals();
+    let rules: &[(&str, &str, meter::Rule)] = &[
+        ("string", "rep", Rep),
+        ("string", "upper", FirstString),
+        ("string", "lower", FirstString),
+        ("string", "reverse", FirstString),
+        ("string", "sub", Sub),
+        ("string", "byte", Byte),
+        ("string", "char", PerArgument),
+        ("string", "format", AllStrings),
+        ("table", "concat", Concat),
+        ("table", "insert", Insert),
+        ("table", "remove", Remove),
+        ("table", "sort", Sort),
+        ("table", "maxn", Keys),
+        ("", "unpack", Unpack),
+        ("", "loadstring", FirstString),
+        ("", "tonumber", FirstString),
+        ("", "select", PerArgument),
+        ("math", "max", PerArgument),
+        ("math", "min", PerArgument),
+        ("coroutine", "resume", PerArgument),
+        ("cjson", "decode", FirstString),
+        ("cmsgpack", "unpack", FirstString),
+        ("cmsgpack", "unpack_one", FirstString),
+        ("cmsgpack", "unpack_limit", FirstString),
+        ("struct", "pack", AllStrings),
+        ("struct", "unpack", AllStrings),
+    ];
+    for (lib, name, rule) in rules {
+        let table: Table = if lib.is_empty() {
+            g.clone()
+        } else {
+            g.raw_get(*lib)?
+        };
+        if let Value::Function(f) = table.raw_get::<Value>(*name)? {
+            meter::register(lua, &f, *rule)?;
+        }
+    }
+    Ok(())
 }
 
 /// The message of an error a library function raised (None for other errors, such as
@@ -187,8 +273,10 @@ fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
     }
     for (k, inner) in functions {
         let flagged = lua.create_function(move |lua, args: MultiValue| {
+            meter::take_values();
             match inner.call::<MultiValue>(args) {
                 Ok(values) => {
+                    charge_results(lua, &values)?;
                     let mut out = vec![Value::Boolean(true)];
                     out.extend(values);
                     Ok(MultiValue::from_iter(out))
@@ -209,6 +297,27 @@ fn wrap_library(lua: &Lua, table: &Table) -> mlua::Result<()> {
             })?
         };
         table.raw_set(k, shim)?;
+    }
+    Ok(())
+}
+
+/// Charges the strings a Rust library function returned (`cjson.encode`, `cmsgpack.pack`,
+/// `struct.pack`: their work is proportional to their output).
+fn charge_results(lua: &Lua, values: &MultiValue) -> mlua::Result<()> {
+    let Some(m) = meter::of(lua) else {
+        return Ok(());
+    };
+    let bytes: u64 = meter::RUST_CALL_UNITS * meter::LIBRARY_BYTES_PER_UNIT
+        + values
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.as_bytes().len() as u64,
+                _ => 0,
+            })
+            .sum::<u64>();
+    let units = (bytes / meter::LIBRARY_BYTES_PER_UNIT).saturating_add(meter::take_values());
+    if m.charge_library(units) {
+        return Err(mlua::Error::runtime(meter::ABORT));
     }
     Ok(())
 }
@@ -273,7 +382,15 @@ const RAW_KEY: &std::ffi::CStr = c"palisade.raw";
 /// Rust callback into a string).
 ///
 /// `acl_check` (the same contract as `raw`) becomes `redis.acl_check_cmd`.
-pub fn finish_state(lua: &Lua, raw: Function, acl_check: Function) -> mlua::Result<()> {
+///
+/// `strict_order` makes `pairs`/`next`/`table.foreach` refuse tables keyed by objects (the
+/// library model; older log entries replay as they ran).
+pub fn finish_state(
+    lua: &Lua,
+    raw: Function,
+    acl_check: Function,
+    strict_order: bool,
+) -> mlua::Result<()> {
     lua.set_named_registry_value("palisade.raw", raw)?;
     lua.set_named_registry_value("palisade.acl_check_cmd", acl_check)?;
     let redis: Table = lua.globals().raw_get("redis")?;
@@ -290,8 +407,13 @@ pub fn finish_state(lua: &Lua, raw: Function, acl_check: Function) -> mlua::Resu
     redis.raw_set("pcall", pcall)?;
     redis.raw_set("acl_check_cmd", acl_check_cmd)?;
     install_raising(lua, &redis)?;
+    for name in ["sha1hex", "log"] {
+        if let Value::Function(f) = redis.raw_get::<Value>(name)? {
+            meter::register(lua, &f, meter::Rule::AllStrings)?;
+        }
+    }
     let prelude = lua.load(PRELUDE).set_name("=palisade").into_function()?;
-    prelude.call::<()>(())
+    prelude.call::<()>(strict_order)
 }
 
 unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::ffi::c_int {

@@ -227,6 +227,8 @@ const RECIPES: &[&str] = &[
     "GEOSEARCHSTORE d g FROMMEMBER a BYRADIUS 1 km STOREDIST",
     "GEORADIUS g 15 37 200 km STORE d",
     "@lock-release-grant",
+    "@eval-bounded",
+    "@eval-ro-bounded",
 ];
 
 fn fixture() -> PathBuf {
@@ -305,7 +307,7 @@ fn command(recipe: &str) -> Command {
                 users: users.into_iter().collect(),
             })
         }
-        // What builds before metering wrote (tag 43); `wrap` now makes the metered form.
+        // What builds before metering wrote (tag 43); `wrap` now makes the bounded form.
         "@eval-as" => unmetered(palisade::cmd::acl::EvalAs::wrap(
             "alice",
             parsed("EVAL return(1) 1 k a"),
@@ -314,10 +316,19 @@ fn command(recipe: &str) -> Command {
             "bob",
             parsed("EVAL_RO return(1) 0"),
         )),
-        "@eval-metered" => {
+        // What builds before library charges wrote (tag 105).
+        "@eval-metered" => metered(palisade::cmd::acl::EvalAs::wrap(
+            "alice",
+            parsed("EVAL return(1) 1 k a"),
+        )),
+        "@eval-ro-metered" => metered(palisade::cmd::acl::EvalAs::wrap(
+            "bob",
+            parsed("EVAL_RO return(1) 0"),
+        )),
+        "@eval-bounded" => {
             palisade::cmd::acl::EvalAs::wrap("alice", parsed("EVAL return(1) 1 k a"))
         }
-        "@eval-ro-metered" => {
+        "@eval-ro-bounded" => {
             palisade::cmd::acl::EvalAs::wrap("bob", parsed("EVAL_RO return(1) 0"))
         }
         "@pop-wait" => Command::PopWait(PopWait {
@@ -336,11 +347,19 @@ fn command(recipe: &str) -> Command {
     }
 }
 
-/// The `EvalAs` (tag 43) inside a metered script command.
+/// The `EvalAs` (tag 43) inside a script command `wrap` made.
 fn unmetered(cmd: Command) -> Command {
     match cmd {
-        Command::EvalMetered(m) => Command::EvalAs(m.0),
-        other => panic!("test bug: not a metered script: {other:?}"),
+        Command::EvalBounded(m) => Command::EvalAs(m.0),
+        other => panic!("test bug: not a wrapped script: {other:?}"),
+    }
+}
+
+/// The `EvalMetered` (tag 105) of a script command `wrap` made.
+fn metered(cmd: Command) -> Command {
+    match cmd {
+        Command::EvalBounded(m) => Command::EvalMetered(palisade::cmd::acl::EvalMetered(m.0)),
+        other => panic!("test bug: not a wrapped script: {other:?}"),
     }
 }
 

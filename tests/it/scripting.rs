@@ -168,6 +168,81 @@ fn cache_steps() -> Vec<Step> {
     ]
 }
 
+/// Lua 5.1's pattern functions (Rust here, C in Redis): results and error texts.
+fn pattern_steps() -> Vec<Step> {
+    let bodies = [
+        "return {string.find('hello world', 'o w')}",
+        "return {string.find('hello', 'l+')}",
+        "return {string.find('a+b', '+', 1, true)}",
+        "return {string.find('abc', '')}",
+        "return {string.find('abc', '', 10)}",
+        "return {string.find('abc', 'c', -1)}",
+        "return {string.find('a\\0b', '%z')}",
+        "return {string.find('a\\0b', 'a\\0b')}",
+        "return {string.match('  key = value  ', '^%s*(%S+)%s*=%s*(%S+)%s*$')}",
+        "return {string.match('2024-01-02', '(%d+)-(%d+)-(%d+)')}",
+        "return {string.match('hello', '()ll()')}",
+        "return {string.match('[[x]]', '%[(%b[])%]')}",
+        "return {string.match('THE (quick) fox', '%f[%a]%a+', 5)}",
+        "return {string.match('x]', '[%]]')}",
+        "return {string.match('a-z', '[a%-z]+')}",
+        "return {string.match('abab', '(ab)%1')}",
+        "return {string.match('abc', 'a?b?c?d?$')}",
+        "return {string.match('$1', '$1')}",
+        "return {string.match('aaa', 'a-$')}",
+        "return {string.gsub('hello world', '(%w+) (%w+)', '%2 %1')}",
+        "return {string.gsub('abc', '%w', '%%')}",
+        "return {string.gsub('abc', 'b', '%')}",
+        "return {string.gsub('abc', '()b', '%1')}",
+        "return {string.gsub('abc', 'b', {b = 1})}",
+        "return {string.gsub('abc', 'x*', '-')}",
+        "return {string.gsub('hello', 'l', 'L', 1.9)}",
+        "return {string.gsub('abc', '^a', 'x')}",
+        "return {string.gsub('abc', '.', {})}",
+        "return {string.gsub(12345, 3, 'x')}",
+        "return {string.gsub('a b', '%w', function(c) return c:byte() end)}",
+        "return {string.gsub('abc', '(b)', '%2')}",
+        "return {string.gsub('abc', 'b', {b = true})}",
+        "return {string.gsub('abc', 'b', function() return {} end)}",
+        "return {string.gsub('abc', 'b', function() error('boom') end)}",
+        "return {string.gsub('abc', 'b', function() return redis.call('nosuch') end)}",
+        "return {string.gsub('abc')}",
+        "return {string.gsub('abc', 'b')}",
+        "return {string.gsub('abc', 'b', true)}",
+        "return string.find()",
+        "return ('x'):find()",
+        "return string.find('a', {})",
+        "return string.find('a', 'a', 'x')",
+        "return {select(2, pcall(string.find))}",
+        "return {pcall(string.find, 'a', '%')}",
+        "return string.find('a', '%')",
+        "return string.find('a', '[a')",
+        "return string.find('a', '(a')",
+        "return string.find('a', 'a)')",
+        "return string.find('a', '%1')",
+        "return string.find('a', '%b')",
+        "return string.find('a', '%fa')",
+        "return string.match('a', string.rep('(', 33) .. 'a' .. string.rep(')', 33))",
+        "local t = {} for k, v in string.gmatch('a=1, b=2', '(%w+)=(%w+)') do t[#t + 1] = k .. v end return t",
+        "local t = {} for w in string.gmatch('abc', '') do t[#t + 1] = w end return #t",
+        "local t = {} for a in string.gmatch('abc', '()') do t[#t + 1] = a end return t",
+        "local it = string.gmatch('ab', '.') it() it() return {it()}",
+        "return {string.gmatch('a', '(')()}",
+        "return string.gmatch()",
+        "local s = '' for i = 0, 255 do s = s .. string.char(i) end local r = {} \
+         for _, c in ipairs({'a', 'c', 'd', 'l', 'p', 's', 'u', 'w', 'x', 'z', 'A', 'S', 'W'}) do \
+         r[#r + 1] = (string.gsub(s, '%' .. c, '')) end return r",
+        "local s = '' for i = 0, 255 do s = s .. string.char(i) end \
+         return {(string.gsub(s, '[%a_%d]', '')), (string.gsub(s, '[^%s%p]', '')), (string.gsub(s, '[a-f0-3]', ''))}",
+    ];
+    bodies.iter().map(|b| eval(b, &[], &[])).collect()
+}
+
+#[test]
+fn script_patterns_match_redis() {
+    diff(2, &pattern_steps());
+}
+
 #[test]
 fn script_conversions_match_redis() {
     diff(2, &conversion_steps());
@@ -389,5 +464,64 @@ fn scripts_see_sorted_keys_and_expiry() {
         &r,
         b"*3\r\n$3\r\nk:a\r\n$3\r\nk:b\r\n$3\r\nk:c\r\n",
         "sorted, expired key invisible",
+    );
+}
+
+/// A script whose library calls do unbounded work in Lua's C library (a backtracking
+/// pattern, a huge `string.rep`, allocation) used to hang apply on every replica; now each
+/// is charged against the budget or the memory cap, fails promptly with the same error
+/// everywhere, and the node goes on serving.
+#[test]
+fn hostile_library_calls_fail_promptly() {
+    let pal = Server::start();
+    let mut c = pal.conn();
+    let cases: &[(&str, &[u8])] = &[
+        (
+            "local s=string.rep('a',100000) return s:find('.-.-.-.-.-.-b')",
+            b"-ERR Script exceeded the instruction budget",
+        ),
+        (
+            "return #string.rep('x', 1e12)",
+            b"-ERR Script exceeded the instruction budget",
+        ),
+        (
+            "local s = string.rep('a', 100000) for i = 1, 100000 do s:gsub('a', 'b') end",
+            b"-ERR Script exceeded the instruction budget",
+        ),
+        (
+            "local s = string.rep('a ', 50000) for i = 1, 100000 do for w in s:gmatch('%a+') do end end",
+            b"-ERR Script exceeded the instruction budget",
+        ),
+        (
+            "local t = {} for i = 1, 1e8 do t[i] = i end return #t",
+            b"-ERR",
+        ),
+        (
+            "local t = {a = 1} t[{}] = 2 for k in pairs(t) do redis.call('set', 'x', k) end",
+            b"-ERR user_script:1: cannot iterate a table keyed by",
+        ),
+    ];
+    for (body, want) in cases {
+        let started = Instant::now();
+        let r = c.cmd(&["EVAL", body, "0"]);
+        let took = started.elapsed();
+        assert!(r.starts_with(want), "{body}: {}", show(&r));
+        assert!(took < Duration::from_secs(5), "{body}: took {took:?}");
+        assert_reply(&c.c("PING"), b"+PONG\r\n", "PING after a hostile script");
+    }
+    let r = c.cmd(&[
+        "EVAL",
+        "local t = {} for i = 1, 1e8 do t[i] = i end return #t",
+        "0",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&r).contains("not enough memory"),
+        "memory cap: {}",
+        show(&r)
+    );
+    assert_reply(
+        &c.c("EXISTS x"),
+        b":0\r\n",
+        "no write from the refused iteration",
     );
 }

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::check::{categories, key_access, noperm, READ_ONLY};
-use crate::cmd::acl::EvalMetered;
+use crate::cmd::acl::{EvalBounded, EvalMetered};
 use crate::cmd::keyinfo::KeyRead;
 use crate::cmd::registry::lookup;
 use crate::cmd::script::Script;
@@ -233,6 +233,10 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
             (&["eval_ro", "evalsha_ro"], many(&c.0.eval.keys), none())
         }
         C::EvalMetered(c) => (&["eval", "evalsha"], many(&c.0.eval.keys), none()),
+        C::EvalBounded(c) if c.0.read_only => {
+            (&["eval_ro", "evalsha_ro"], many(&c.0.eval.keys), none())
+        }
+        C::EvalBounded(c) => (&["eval", "evalsha"], many(&c.0.eval.keys), none()),
         C::Script(Script::Load(_)) => (&["script|load"], none(), none()),
         C::Script(Script::Exists(_)) => (&["script|exists"], none(), none()),
         C::Script(Script::Flush) => (&["script|flush"], none(), none()),
@@ -288,7 +292,10 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
             check_forwarded(user, name, c)?;
         }
     }
-    if let Command::EvalAs(e) | Command::EvalMetered(EvalMetered(e)) = cmd {
+    if let Command::EvalAs(e)
+    | Command::EvalMetered(EvalMetered(e))
+    | Command::EvalBounded(EvalBounded(e)) = cmd
+    {
         if e.user != name {
             return Err(Reply::err(
                 "NOPERM a forwarded script must run as the connection's user",
