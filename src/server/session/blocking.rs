@@ -227,7 +227,8 @@ impl Session {
         // Queued: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
         let _blocked = shared.clients.block(self.id);
         let mut watch = HangupWatch::new(shared.limits().max_query_buffer);
-        let reply = async { loop {
+        // Every branch answers: the block is one wait.
+        let reply = async {
             let timeout = async {
                 match until {
                     Some(t) => tokio::time::sleep_until(t).await,
@@ -236,12 +237,12 @@ impl Session {
             };
             tokio::select! {
                 r = &mut served => {
-                    return r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"));
+                    r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"))
                 }
-                _ = timeout => return stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await,
+                _ = timeout => stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await,
                 error = unblock.wait() => {
                     let reply = unblock_reply(error);
-                    return stop_waiting(&shared, &cmd, id, served, reply).await;
+                    stop_waiting(&shared, &cmd, id, served, reply).await
                 }
                 // CLIENT KILL: the connection closes unanswered.
                 _ = switches.notify.notified() => {
@@ -249,7 +250,7 @@ impl Session {
                     if reply != Reply::NilArray {
                         popwait::give_back_now(&shared, &cmd, &reply);
                     }
-                    return Reply::NilArray;
+                    Reply::NilArray
                 }
                 _ = self.stop.changed() => {
                     let down = Reply::err("ERR server is shutting down");
@@ -258,7 +259,7 @@ impl Session {
                         // Served, but the connection closes unanswered: give it back.
                         popwait::give_back_now(&shared, &cmd, &reply);
                     }
-                    return down;
+                    down
                 }
                 // A client that hangs up while blocked, even after sending more commands.
                 () = watch.hung_up(stream) => {
@@ -266,10 +267,10 @@ impl Session {
                     if reply != Reply::NilArray {
                         popwait::give_back_now(&shared, &cmd, &reply);
                     }
-                    return Reply::NilArray;
+                    Reply::NilArray
                 }
             }
-        } }
+        }
         .await;
         self.early_input
             .extend_from_slice(&watch.into_early_input());
