@@ -579,19 +579,23 @@ mod tests {
         }
     }
 
+    /// LOCK k0 (owner index) PX 60000, waiting as (node, ms) if given.
+    fn lock(owner: usize, wait: Option<(u64, u64)>) -> Op {
+        Op::Lock {
+            key: 0,
+            owner,
+            ttl: 60_000,
+            wait,
+            delay: 0,
+        }
+    }
+
     /// The history the issue reported: b and c queue behind a lease that DEL removed, then
     /// `MULTI / DEL k / UNLOCK k b / EXEC`. UNLOCK settled the queue (granting b), released b's
     /// grant, and settled again, and c got b's token.
     #[test]
     fn an_unlock_that_settles_twice_gives_two_tokens() {
         let mut w = World::default();
-        let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
-            key: 0,
-            owner,
-            ttl: 60_000,
-            wait,
-            delay: 0,
-        };
         w.step(lock(0, None));
         w.step(lock(1, Some((1, 10_000))));
         w.step(lock(2, Some((2, 10_000))));
@@ -614,20 +618,14 @@ mod tests {
     #[test]
     fn a_lost_grants_release_keeps_a_lease_a_retry_was_told_it_holds() {
         let mut w = World::default();
-        let lock = |owner, wait: Option<(u64, u64)>| Op::Lock {
-            key: 0,
-            owner,
-            ttl: 60_000,
-            wait,
-            delay: 0,
-        };
         w.step(lock(0, None));
         w.step(lock(1, Some((1, 0))));
         w.step(Op::Line(0, 0, 0)); // UNLOCK k0 a: b is granted (its client has gone)
         let (key, token, owner, waiter) = w.check.grants[0].clone();
         w.step(Op::Sleep(10));
-        w.step(lock(1, None)); // b's retry: told it holds the lock, same token
-                               // The entry older nodes write (tag 38) matched the token alone, and released it.
+        // b's retry: told it holds the lock, same token.
+        w.step(lock(1, None));
+        // The entry older nodes write (tag 38) matched the token alone, and released it.
         let mut old = w.ks.clone();
         let revision = old.bump_revision();
         let released = crate::cmd::lockwait::LockReleaseToken {
