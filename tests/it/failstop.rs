@@ -39,40 +39,19 @@ fn peer_of(srv: &Server) -> (String, u64) {
     (format!("127.0.0.1:{port}"), cluster)
 }
 
-/// A peer connection to node 1 at `addr`, opened as node `from`.
+/// A peer connection to node 1 at `addr`, opened as node `from` (no secret).
 async fn open_as(addr: &str, cluster_id: u64, from: u64) -> PeerFramed {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let io: Box<dyn PeerIo> = Box::new(stream);
-    let mut framed = Framed::new(io, codec());
-    PeerAuth::default()
-        .open(&mut framed, cluster_id, from, 1)
-        .await
-        .expect("handshake");
-    framed
+    peer::open_as(addr, &PeerAuth::default(), cluster_id, from, 1).await
 }
 
-/// Sends `body` as node `from` and returns the answer.
+/// Sends `body` as node `from` to node 1 and returns the answer.
 async fn call(
     framed: &mut PeerFramed,
     cluster_id: u64,
     from: u64,
     body: PeerRequest,
 ) -> PeerResponse {
-    let env = Envelope {
-        proto: PROTOCOL_VERSION,
-        cluster_id,
-        from,
-        target: 1,
-        body,
-    };
-    let bytes = postcard::to_allocvec(&env).expect("encode");
-    framed.send(Bytes::from(bytes)).await.expect("send");
-    let frame = tokio::time::timeout(Duration::from_secs(10), framed.next())
-        .await
-        .expect("an answer within 10 s")
-        .expect("an answer, not a close")
-        .expect("a frame");
-    postcard::from_bytes(&frame).expect("a peer response")
+    peer::call(framed, cluster_id, (from, 1), body).await
 }
 
 /// A snapshot image (header only, no keys) at `last_applied` with `membership`.

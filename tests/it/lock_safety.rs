@@ -8,15 +8,11 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
 use palisade::raft::auth::PeerAuth;
-use palisade::raft::protocol::{
-    codec, Envelope, PeerIo, PeerRequest, PeerResponse, PROTOCOL_VERSION,
-};
-use tokio_util::codec::Framed;
+use palisade::raft::protocol::{PeerRequest, PeerResponse};
 
 use crate::common::cluster::{Cluster, CLUSTER_SECRET};
-use crate::common::{decode2, encode, show, try_int, words, Conn, Server};
+use crate::common::{decode2, encode, peer, show, try_int, words, Conn, Server};
 
 /// LOCKINFO's `waiters` field of `key` (0 when absent or the key is free).
 fn waiters(c: &mut Conn, key: &str) -> i64 {
@@ -175,36 +171,17 @@ fn a_forwarded_write_is_never_forwarded_again() {
         Ok(palisade::cmd::Request::Write(c)) => c,
         other => panic!("SET: {other:?}"),
     };
-    let env = Envelope {
-        proto: PROTOCOL_VERSION,
-        cluster_id,
-        from,
-        target: follower,
-        body: PeerRequest::Forward {
-            write: true,
-            cmds: vec![set],
-            users: vec![None],
-        },
+    let body = PeerRequest::Forward {
+        write: true,
+        cmds: vec![set],
+        users: vec![None],
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let reply = rt.block_on(async {
-        let stream = tokio::net::TcpStream::connect(cluster.peer_addr(follower))
-            .await
-            .expect("connect");
-        let io: Box<dyn PeerIo> = Box::new(stream);
-        let mut framed = Framed::new(io, codec());
-        PeerAuth::new(Some(CLUSTER_SECRET.as_bytes().to_vec()))
-            .open(&mut framed, cluster_id, from, follower)
-            .await
-            .expect("handshake");
-        let bytes = postcard::to_allocvec(&env).expect("encode");
-        framed.send(Bytes::from(bytes)).await.expect("send");
-        let frame = tokio::time::timeout(Duration::from_secs(10), framed.next())
-            .await
-            .expect("an answer within 10 s")
-            .expect("a frame")
-            .expect("a readable frame");
-        postcard::from_bytes::<PeerResponse>(&frame).expect("a response")
+        let auth = PeerAuth::new(Some(CLUSTER_SECRET.as_bytes().to_vec()));
+        let addr = cluster.peer_addr(follower);
+        let mut framed = peer::open_as(&addr, &auth, cluster_id, from, follower).await;
+        peer::call(&mut framed, cluster_id, (from, follower), body).await
     });
     match reply {
         PeerResponse::Forward(replies) => {

@@ -22,6 +22,7 @@ use tempfile::TempDir;
 pub mod cluster;
 pub mod events;
 pub mod netns;
+pub mod peer;
 pub mod tls;
 pub mod tls_conn;
 
