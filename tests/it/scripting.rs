@@ -506,7 +506,8 @@ fn hostile_library_calls_fail_promptly() {
         let r = c.cmd(&["EVAL", body, "0"]);
         let took = started.elapsed();
         assert!(r.starts_with(want), "{body}: {}", show(&r));
-        assert!(took < Duration::from_secs(5), "{body}: took {took:?}");
+        // Loose, for a loaded machine: the hang it guards against lasted minutes.
+        assert!(took < Duration::from_secs(30), "{body}: took {took:?}");
         assert_reply(&c.c("PING"), b"+PONG\r\n", "PING after a hostile script");
     }
     let r = c.cmd(&[
