@@ -18,6 +18,7 @@ pub mod blpop;
 pub mod bzpop;
 pub mod client;
 pub mod command;
+pub mod cond;
 pub mod config;
 pub mod connection;
 pub mod debug;
@@ -125,6 +126,7 @@ registry::commands! {
     object: [],
     get: [0 => Get(Get), 1 => GetDel(GetDel)],
     set: [2 => Set(Set)],
+    cond: [121 => SetIf(SetIf), 122 => DelEx(DelEx), 123 => Digest(Digest)],
     del: [3 => Del(Del)],
     exists: [4 => Exists(Exists)],
     expire: [5 => Expire(Expire), 6 => Persist(Persist)],

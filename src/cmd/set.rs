@@ -1,9 +1,11 @@
-//! `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ts-ms|KEEPTTL]`, and the older
-//! `SETNX key value`, `SETEX key seconds value`, `PSETEX key ms value` forms.
+//! `SET key value [NX|XX|IFEQ v|IFNE v|IFDEQ d|IFDNE d] [GET] [EX s|PX ms|EXAT ts|PXAT ts-ms|KEEPTTL]`,
+//! and the older `SETNX key value`, `SETEX key seconds value`, `PSETEX key ms value` forms.
+//! The conditions of Redis 8.4 and Valkey are applied by [`super::cond::SetIf`].
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::cond::{parse_set_cond, Cond, SetIf};
 use super::registry::flags::{WRITE, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Expiry, Request};
@@ -92,14 +94,17 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         form: SetForm::Set,
     };
     let mut unit: Option<(&str, Bytes)> = None;
+    let mut cond = None;
     while args.remaining() > 0 {
         let opt = args.arg()?;
         let has_next = args.remaining() > 0;
         let timed = unit.is_some();
-        if is(&opt, "NX") && !set.xx {
+        if is(&opt, "NX") && !set.xx && cond.is_none() {
             set.nx = true;
-        } else if is(&opt, "XX") && !set.nx {
+        } else if is(&opt, "XX") && !set.nx && cond.is_none() {
             set.xx = true;
+        } else if Cond::is_word(&opt) && !set.nx && !set.xx && cond.is_none() {
+            cond = Some(parse_set_cond(&opt, args)?);
         } else if is(&opt, "GET") {
             set.get = true;
         } else if is(&opt, "KEEPTTL") && !timed {
@@ -123,7 +128,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     if let Some((word, raw)) = unit {
         set.ttl = TtlMode::Set(Expiry::parse(word, &raw, "set")?);
     }
-    Ok(Request::Write(Command::Set(set)))
+    Ok(Request::Write(match cond {
+        Some(cond) => Command::SetIf(SetIf { set, cond }),
+        None => Command::Set(set),
+    }))
 }
 
 /// `SETNX key value`.

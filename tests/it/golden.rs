@@ -229,6 +229,12 @@ const RECIPES: &[&str] = &[
     "@lock-release-grant",
     "@eval-bounded",
     "@eval-ro-bounded",
+    "SET k v IFEQ old GET PX 100",
+    "SET k v IFDNE 00ab",
+    "DELEX k IFDEQ b6acb9d84a38ff74",
+    "DELEX k",
+    "DELIFEQ k v",
+    "DIGEST k",
 ];
 
 fn fixture() -> PathBuf {

@@ -16,6 +16,7 @@ mod blpop;
 mod chaos;
 mod cluster;
 mod cluster_scripting;
+mod cond_writes;
 mod config;
 mod determinism;
 mod diff_bitfield;

@@ -33,6 +33,9 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::Get(c) => (&["get"], one(&c.key), none()),
         C::GetDel(c) => (&["getdel"], one(&c.key), none()),
         C::Set(c) => (&["set", "setnx", "setex", "psetex"], one(&c.key), none()),
+        C::SetIf(c) => (&["set"], one(&c.set.key), none()),
+        C::DelEx(c) => (&["delex", "delifeq"], one(&c.key), none()),
+        C::Digest(c) => (&["digest"], one(&c.key), none()),
         C::Del(c) => (&["del", "unlink"], many(&c.keys), none()),
         C::Exists(c) => (&["exists"], many(&c.keys), none()),
         C::Expire(c) => (
