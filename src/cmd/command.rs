@@ -1,5 +1,5 @@
-//! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST` and
-//! `COMMAND DOCS [name ...]`, answered from the command table (every file's `COMMANDS` rows,
+//! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST`,
+//! `COMMAND GETKEYS command [arg ...]` and `COMMAND DOCS [name ...]`, answered from the command table (every file's `COMMANDS` rows,
 //! in registry order).
 //!
 //! COMMAND DOCS has Redis 7's shape, a map from command name to a map of `summary`, `since`
@@ -71,6 +71,41 @@ fn rows(names: &[Bytes]) -> Vec<Option<&'static Spec>> {
         .collect()
 }
 
+/// COMMAND GETKEYS: the keys of the command line `argv`, found as the ACL check finds
+/// them (the table's key positions, `numkeys` for the movable-keys commands), with Redis's
+/// error texts. Cluster clients ask it to route a command whose keys move.
+fn getkeys(argv: &[Bytes]) -> Result<Reply, Reply> {
+    if argv.len() < 2 {
+        return Err(super::wrong_arity("command|getkeys"));
+    }
+    let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
+    let spec = lookup(&name).ok_or_else(|| Reply::err("ERR Invalid command specified"))?;
+    // EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: keys after `numkeys`, which may be 0.
+    let numkeys_optional = name.starts_with("eval");
+    let movable = spec.flags.contains(&"movablekeys") || numkeys_optional;
+    let channels = matches!(name.as_str(), "spublish" | "ssubscribe" | "sunsubscribe");
+    if (spec.first_key <= 0 && !movable) || channels {
+        return Err(Reply::err("ERR The command has no key arguments"));
+    }
+    let argc = argv.len() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        return Err(Reply::err(
+            "ERR Invalid number of arguments specified for command",
+        ));
+    }
+    // SORT's `*` stands for the keys a BY or GET pattern reads (for the ACL check); Redis
+    // lists only the sorted key and the destination.
+    let keys: Vec<Reply> = super::acl::check::keys(spec, argv)
+        .into_iter()
+        .filter(|k| !(name.starts_with("sort") && *k == b"*"))
+        .map(|k| Reply::Bulk(Bytes::copy_from_slice(k)))
+        .collect();
+    if keys.is_empty() && !numkeys_optional {
+        return Err(Reply::err("ERR Invalid arguments specified for command"));
+    }
+    Ok(Reply::Array(keys))
+}
+
 /// Parses COMMAND and computes its reply (it depends only on the static table).
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     if args.remaining() == 0 {
@@ -90,6 +125,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 .collect(),
         ),
         "docs" => Reply::Map(rows(&args.rest()).into_iter().flatten().map(docs).collect()),
+        "getkeys" => getkeys(&args.rest())?,
         "count" => {
             return Err(Reply::err(
                 "ERR wrong number of arguments for 'command|count' command",

@@ -229,6 +229,8 @@ const RECIPES: &[&str] = &[
     "@lock-release-grant",
     "@eval-bounded",
     "@eval-ro-bounded",
+    "CLUSTER GETKEYSINSLOT 42 10",
+    "CLUSTER COUNTKEYSINSLOT 16383",
 ];
 
 fn fixture() -> PathBuf {

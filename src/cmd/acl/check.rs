@@ -211,7 +211,8 @@ pub(super) fn key_access(spec: &Spec) -> Access {
 }
 
 /// The keys a command line names, from the table's key positions (EVAL's from `numkeys`).
-fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
+/// COMMAND GETKEYS reports them too.
+pub fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
         let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
