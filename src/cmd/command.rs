@@ -140,3 +140,109 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     };
     Ok(Request::Conn(ConnCmd::Command(reply)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::registry::PALISADE_GROUP;
+
+    fn argv(line: &str) -> Vec<Bytes> {
+        line.split(' ')
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    fn keys_of(line: &str) -> Result<Reply, Reply> {
+        getkeys(&argv(line))
+    }
+
+    fn bulks(keys: &[&str]) -> Reply {
+        Reply::Array(keys.iter().map(|k| Reply::text(k)).collect())
+    }
+
+    /// Each of Palisade's own commands, a valid command line, and the keys cluster clients
+    /// must route it by. Every Palisade command must have a row (RAFT.* has no keys).
+    const OWN: &[(&str, &[&str])] = &[
+        ("LOCK res:{1} owner PX 1000 WAIT 10", &["res:{1}"]),
+        ("UNLOCK res:{1} owner", &["res:{1}"]),
+        ("RENEW res:{1} owner PX 1000", &["res:{1}"]),
+        ("LOCKINFO res:{1}", &["res:{1}"]),
+        ("FENCEDSET data:{1} value 7 PX 100", &["data:{1}"]),
+        ("FENCEDGET data:{1} 7", &["data:{1}"]),
+        ("FENCECHECK res:{1} 7", &["res:{1}"]),
+    ];
+
+    /// COMMAND INFO's key positions and COMMAND GETKEYS name exactly the key of each of
+    /// Palisade's own commands, and the line parses (so the positions describe real use).
+    #[test]
+    fn palisade_commands_have_exact_key_positions() {
+        for s in table().iter().filter(|s| s.group == PALISADE_GROUP) {
+            if s.name.starts_with("raft.") {
+                assert_eq!((s.first_key, s.last_key, s.step), (0, 0, 0), "{}", s.name);
+                continue;
+            }
+            let Some((line, keys)) = OWN.iter().find(|(l, _)| {
+                l.split(' ').next().map(str::to_lowercase).as_deref() == Some(s.name)
+            }) else {
+                panic!("{}: no example line in OWN", s.name)
+            };
+            assert!(
+                super::super::parse(argv(line)).is_ok(),
+                "{line} does not parse"
+            );
+            assert_eq!(keys_of(line), Ok(bulks(keys)), "{line}");
+            // From the positions alone, as redis-py computes them from COMMAND.
+            let words: Vec<&str> = line.split(' ').collect();
+            let last = if s.last_key < 0 {
+                words.len() as i32 + s.last_key
+            } else {
+                s.last_key
+            };
+            let from_positions: Vec<&str> = (s.first_key..=last)
+                .step_by(s.step.max(1) as usize)
+                .map(|i| words[i as usize])
+                .collect();
+            assert_eq!(
+                from_positions,
+                *keys,
+                "{line}: positions {:?}",
+                (s.first_key, s.last_key, s.step)
+            );
+        }
+    }
+
+    /// COMMAND GETKEYS as redis-server 7.0 answers it.
+    #[test]
+    fn getkeys_matches_redis() {
+        assert_eq!(keys_of("MSET a 1 b 2"), Ok(bulks(&["a", "b"])));
+        assert_eq!(keys_of("EVAL x 2 a b c"), Ok(bulks(&["a", "b"])));
+        assert_eq!(keys_of("EVAL x 0"), Ok(bulks(&[])));
+        assert_eq!(keys_of("ZUNIONSTORE d 2 a b"), Ok(bulks(&["d", "a", "b"])));
+        assert_eq!(
+            keys_of("SORT l BY w* GET x STORE d"),
+            Ok(bulks(&["l", "d"]))
+        );
+        assert_eq!(keys_of("GET"), Err(wrong_arity_getkeys()));
+        assert_eq!(
+            keys_of("NOSUCH a"),
+            Err(Reply::err("ERR Invalid command specified"))
+        );
+        assert_eq!(
+            keys_of("GET a b"),
+            Err(Reply::err(
+                "ERR Invalid number of arguments specified for command"
+            ))
+        );
+        for line in ["PUBLISH ch m", "SPUBLISH ch m"] {
+            assert_eq!(
+                keys_of(line),
+                Err(Reply::err("ERR The command has no key arguments")),
+                "{line}"
+            );
+        }
+    }
+
+    fn wrong_arity_getkeys() -> Reply {
+        crate::cmd::wrong_arity("command|getkeys")
+    }
+}
