@@ -8,7 +8,8 @@
 //! [`FRESH`], so that a client that refreshes its slot map in a loop does not turn each
 //! refresh into a round of peer connections. A member that does not answer within [`ASK`]
 //! is flagged `fail` and listed with the address last heard from it, or failing that its
-//! peer host and port minus 10000 (the default offset).
+//! peer host and port minus 10000 (the default offset). A leader that does not answer, or
+//! this node leading without a recent quorum, counts as no leader: the cluster is down.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -31,6 +32,10 @@ pub const ANNOUNCE_FIELD: &str = "announce:";
 const FRESH: Duration = Duration::from_secs(2);
 /// How long a member has to answer.
 const ASK: Duration = Duration::from_millis(300);
+
+/// How long a leader may go without a quorum's acknowledgement before it is reported as
+/// no leader: the longest election timeout (`raft::node`), after which the others elect.
+const QUORUM_STALE: Duration = Duration::from_millis(1000);
 
 /// What each member last announced, by node id.
 #[derive(Default)]
@@ -164,6 +169,15 @@ fn build(shared: &Shared, down: &[NodeId]) -> Topology {
         Leader::Unknown => None,
     };
     let m = shared.raft.metrics().borrow_watched().clone();
+    // A leader that did not answer is no leader to give clients; nor is this node when a
+    // quorum has not acknowledged it lately (a leader cut off from the others keeps its
+    // role until it hears of a higher term).
+    let quorum_fresh = m
+        .last_quorum_acked
+        .is_none_or(|t| openraft::Instant::elapsed(&*t) < QUORUM_STALE);
+    let leader = leader
+        .filter(|l| !down.contains(l))
+        .filter(|l| *l != me || quorum_fresh);
     let applied = shared.applied_index(&m);
     let heard = shared
         .announced
