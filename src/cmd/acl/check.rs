@@ -133,6 +133,8 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         _ if matches!(spec.name, "sort" | "sort_ro") => {}
         // WAIT is filed under generic but Redis puts it in @connection.
         _ if spec.name == "wait" => add("connection"),
+        // READONLY, READWRITE, ASKING: group cluster, category @connection in Redis.
+        _ if matches!(spec.name, "readonly" | "readwrite" | "asking") => add("connection"),
         "set" => add("set"),
         "string" => add("string"),
         "list" => add("list"),
