@@ -306,6 +306,8 @@ run_target() {
             env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test rslock
         run_suite "$target" "$port" rust "fenced-lock recipe (redis crate)" "$(rust_version redis)" cargo "$RUST" \
             env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test fenced_lock_recipe
+        run_suite "$target" "$port" rust "redis crate cluster-async (cluster mode)" "$(rust_version redis)" cargo "$RUST" \
+            env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test redis_cluster
     fi
     if wanted cli; then
         v="$(redis-cli --version | awk '{ print $2 }')"
