@@ -278,6 +278,8 @@ run_target() {
             env COMPAT_PROTOCOL=default .venv/bin/pytest tests/test_fenced_lock_recipe.py
         run_suite "$target" "$port" python "fenced-lock recipe (redis-py, RESP2)" "$(py_version .venv-redis5 redis)" pytest "$PY" \
             env COMPAT_PROTOCOL=default .venv-redis5/bin/pytest tests/test_fenced_lock_recipe.py
+        run_suite "$target" "$port" python "redis-py RedisCluster (cluster mode)" "$v" pytest "$PY" \
+            .venv/bin/pytest tests/test_redis_cluster.py
     fi
     if wanted node; then
         run_suite "$target" "$port" node "ioredis (RESP2)" "$(node_version ioredis5)" tap "$NODE" \
@@ -294,6 +296,8 @@ run_target() {
             env COMPAT_IOREDIS=ioredis5 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
         run_suite "$target" "$port" node "fenced-lock recipe (ioredis, RESP3)" "$(node_version ioredis6)" tap "$NODE" \
             env COMPAT_IOREDIS=ioredis6 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
+        run_suite "$target" "$port" node "ioredis Cluster (cluster mode)" "$(node_version ioredis5)" tap "$NODE" \
+            node --test --test-reporter=tap test/ioredis-cluster.test.mjs
     fi
     if wanted rust; then
         run_suite "$target" "$port" rust "redis crate (Script)" "$(rust_version redis)" cargo "$RUST" \
@@ -302,6 +306,8 @@ run_target() {
             env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test rslock
         run_suite "$target" "$port" rust "fenced-lock recipe (redis crate)" "$(rust_version redis)" cargo "$RUST" \
             env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test fenced_lock_recipe
+        run_suite "$target" "$port" rust "redis crate cluster-async (cluster mode)" "$(rust_version redis)" cargo "$RUST" \
+            env CARGO_TARGET_DIR="$RUST_TARGET" RUST_BACKTRACE=0 cargo test --locked --quiet --test redis_cluster
     fi
     if wanted cli; then
         v="$(redis-cli --version | awk '{ print $2 }')"

@@ -186,6 +186,13 @@ pub struct Settings {
     /// it from loopback connections only.
     #[arg(long, value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
+    /// The IP this node gives cluster-mode clients (CLUSTER SLOTS, NODES, SHARDS)
+    /// [default: `--bind`].
+    #[arg(long)]
+    pub announce_ip: Option<String>,
+    /// The client port this node gives cluster-mode clients [default: `--port`].
+    #[arg(long)]
+    pub announce_port: Option<u16>,
     /// The switches that only the command line sets.
     #[command(flatten)]
     #[serde(skip)]
@@ -323,6 +330,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// The peer handshake's shared secret (`--cluster-secret`), if any.
     pub cluster_secret: Option<Vec<u8>>,
+    /// `--announce-ip` and `--announce-port`, as given (see [`Config::announce`]).
+    pub announce: (Option<String>, Option<u16>),
 }
 
 /// The TLS settings, once checked: a port and the files.
@@ -479,6 +488,7 @@ impl Config {
             test_lose_unsynced_writes: s.flag_only.test_lose_unsynced_writes,
             config_file: s.config,
             cluster_secret: cluster_secret(s.cluster_secret, s.cluster_secret_file.as_deref())?,
+            announce: (s.announce_ip, s.announce_port),
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");
@@ -509,6 +519,13 @@ impl Config {
             self.bind,
             self.peer_port
         )
+    }
+
+    /// The client address this node gives cluster-mode clients: `--announce-ip` and
+    /// `--announce-port`, each defaulting to the bound client address.
+    pub fn announce(&self, bound: std::net::SocketAddr) -> (String, u16) {
+        let ip = (self.announce.0.clone()).unwrap_or_else(|| bound.ip().to_string());
+        (ip, self.announce.1.unwrap_or(bound.port()))
     }
 
     /// The address peers use to reach this node.
@@ -773,6 +790,8 @@ mod tests {
             "protected-mode",
             "timeout",
             "client-output-buffer-limit",
+            "announce-ip",
+            "announce-port",
         ] {
             assert!(longs.contains(&flag), "--{flag}");
         }

@@ -79,6 +79,8 @@ pub enum ConnCmd {
     Command(Reply),
     /// ROLE (the node's applied index is its offset).
     Role,
+    /// CLUSTER subcommands answered from the group's topology.
+    Cluster(super::cluster::ClusterCmd),
     /// WAIT (run by the session: it may block, and asks the leader).
     Wait(super::wait::Wait),
     /// INFO with the requested sections (lower-case).

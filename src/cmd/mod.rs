@@ -17,6 +17,7 @@ pub mod bitops;
 pub mod blpop;
 pub mod bzpop;
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod cond;
 pub mod config;
@@ -115,6 +116,7 @@ registry::commands! {
     slowlog: [],
     latency: [],
     role: [],
+    cluster: [140 => SlotKeys(SlotKeys)],
     lolwut: [],
     wait: [],
     swapdb: [],

@@ -140,6 +140,8 @@ fn info(shared: &Shared) -> String {
     let mut out = String::new();
     let _ = write!(out, "node_id:{}\r\n", shared.config.node_id);
     let _ = write!(out, "cluster_id:{:016x}\r\n", shared.link.cluster_id());
+    let (ip, port) = shared.config.announce(shared.addr);
+    let _ = write!(out, "{}{ip}:{port}\r\n", super::cluster::ANNOUNCE_FIELD);
     let _ = write!(out, "role:{}\r\n", super::role_name(m.state));
     let _ = write!(
         out,

@@ -217,6 +217,30 @@ impl LeaderLink {
         }
     }
 
+    /// Runs the admin command `argv` on node `id` at peer address `addr` (any member, not
+    /// only the leader), on a connection of its own, within `timeout`.
+    pub async fn ask(
+        &self,
+        id: NodeId,
+        addr: &str,
+        argv: Vec<Bytes>,
+        timeout: Duration,
+    ) -> Result<Reply, String> {
+        if self.ctx.faults.is_dropped(id) {
+            return Err(format!("node {id} unreachable (fault injection)"));
+        }
+        let deadline = Instant::now() + timeout;
+        let mut conn = PeerConn::connect(addr, timeout, &self.ctx, id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let env = self.ctx.envelope(id, PeerRequest::Admin(argv));
+        let left = deadline.saturating_duration_since(Instant::now());
+        match conn.call(&env, left).await.map_err(|e| e.to_string())? {
+            PeerResponse::Admin(reply) => Ok(reply),
+            _ => Err("unexpected peer response".into()),
+        }
+    }
+
     /// The fault-injection switches shared with the peer transport.
     pub fn faults(&self) -> &crate::raft::network::Faults {
         &self.ctx.faults

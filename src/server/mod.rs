@@ -4,6 +4,7 @@
 pub mod acl;
 pub mod admin;
 pub mod clients;
+pub mod cluster;
 pub mod errors;
 pub mod forward;
 pub mod housekeeping;
@@ -187,6 +188,8 @@ pub struct Shared {
     pub acl: watch::Receiver<Arc<crate::state::acl::Users>>,
     /// ACL LOG: this node's recent refusals.
     pub acl_log: crate::cmd::acl::log::Log,
+    /// The client addresses other members announce (CLUSTER SLOTS, NODES, SHARDS).
+    pub announced: cluster::Announced,
 }
 
 impl Shared {
@@ -814,6 +817,7 @@ impl Server {
             shutdown: tokio::sync::Notify::new(),
             acl,
             acl_log: Default::default(),
+            announced: Default::default(),
             config,
         });
         // Apply records the keyspace notifications CONFIG's notify-keyspace-events asks for.

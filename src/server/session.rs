@@ -545,6 +545,12 @@ impl Session {
                 self.record(timed);
                 self.slots.push(Slot::Ready(reply));
             }
+            Ok(Request::Conn(ConnCmd::Cluster(c))) => {
+                self.finish_slots(stream).await?;
+                let reply = super::cluster::topology(&self.shared).await.reply(c);
+                self.record(timed);
+                self.slots.push(Slot::Ready(reply));
+            }
             Ok(Request::Conn(ConnCmd::Wait(w))) => {
                 self.finish_slots(stream).await?;
                 let reply = super::replicas::wait(&self.shared, w, raw.unwrap_or_default()).await;
@@ -669,6 +675,8 @@ impl Session {
             ConnCmd::Client(c) => self.client(c),
             ConnCmd::Command(reply) => reply,
             ConnCmd::Role => super::replicas::role(&self.shared),
+            // Inside EXEC: from what is known, without asking the other members.
+            ConnCmd::Cluster(c) => super::cluster::topology_now(&self.shared).reply(c),
             // Inside EXEC: the count now, without blocking, as Redis answers.
             ConnCmd::Wait(_) => super::replicas::acked_now(&self.shared),
             ConnCmd::Info(sections) => {

@@ -235,6 +235,8 @@ const RECIPES: &[&str] = &[
     "DELEX k",
     "DELIFEQ k v",
     "DIGEST k",
+    "CLUSTER GETKEYSINSLOT 42 10",
+    "CLUSTER COUNTKEYSINSLOT 16383",
 ];
 
 fn fixture() -> PathBuf {

@@ -15,6 +15,7 @@ mod bench;
 mod blpop;
 mod chaos;
 mod cluster;
+mod cluster_facade;
 mod cluster_scripting;
 mod cond_writes;
 mod config;

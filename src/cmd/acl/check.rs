@@ -133,6 +133,8 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         _ if matches!(spec.name, "sort" | "sort_ro") => {}
         // WAIT is filed under generic but Redis puts it in @connection.
         _ if spec.name == "wait" => add("connection"),
+        // READONLY, READWRITE, ASKING: group cluster, category @connection in Redis.
+        _ if matches!(spec.name, "readonly" | "readwrite" | "asking") => add("connection"),
         "set" => add("set"),
         "string" => add("string"),
         "list" => add("list"),
@@ -211,7 +213,8 @@ pub(super) fn key_access(spec: &Spec) -> Access {
 }
 
 /// The keys a command line names, from the table's key positions (EVAL's from `numkeys`).
-fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
+/// COMMAND GETKEYS reports them too.
+pub fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if spec.name.starts_with("eval") {
         let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
         return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();

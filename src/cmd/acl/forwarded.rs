@@ -48,6 +48,7 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::Type(c) => (&["type"], one(&c.key), none()),
         C::IncrBy(c) => (&["incr", "incrby", "decr", "decrby"], one(&c.key), none()),
         C::Keys(_) => (&["keys"], none(), none()),
+        C::SlotKeys(_) => (&["cluster"], none(), none()),
         C::Scan(_) => (&["scan"], none(), none()),
         C::DbSize(_) => (&["dbsize"], none(), none()),
         C::Lock(c) => (&["lock"], one(&c.key), none()),
