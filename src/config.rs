@@ -186,6 +186,9 @@ pub struct Settings {
     /// it from loopback connections only.
     #[arg(long, value_enum, default_value_t = DebugCommand::No)]
     pub enable_debug_command: DebugCommand,
+    /// Serve Prometheus metrics at `http://host:port/metrics` (off unless given).
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
     /// The switches that only the command line sets.
     #[command(flatten)]
     #[serde(skip)]
@@ -323,6 +326,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// The peer handshake's shared secret (`--cluster-secret`), if any.
     pub cluster_secret: Option<Vec<u8>>,
+    /// `--metrics-addr`: where /metrics is served (None: not served).
+    pub metrics_addr: Option<String>,
 }
 
 /// The TLS settings, once checked: a port and the files.
@@ -479,6 +484,7 @@ impl Config {
             test_lose_unsynced_writes: s.flag_only.test_lose_unsynced_writes,
             config_file: s.config,
             cluster_secret: cluster_secret(s.cluster_secret, s.cluster_secret_file.as_deref())?,
+            metrics_addr: s.metrics_addr,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");

@@ -8,6 +8,7 @@ pub mod errors;
 pub mod forward;
 pub mod housekeeping;
 pub mod lockwait;
+pub mod metrics;
 pub mod monitor;
 pub mod popwait;
 pub mod proposer;
@@ -187,6 +188,8 @@ pub struct Shared {
     pub acl: watch::Receiver<Arc<crate::state::acl::Users>>,
     /// ACL LOG: this node's recent refusals.
     pub acl_log: crate::cmd::acl::log::Log,
+    /// The families `--metrics-addr` serves (None: metrics are off).
+    pub metrics: Option<metrics::Metrics>,
 }
 
 impl Shared {
@@ -745,6 +748,10 @@ impl Server {
                 _ => None,
             },
         };
+        let metrics_listener = match &config.metrics_addr {
+            Some(addr) => Some(metrics::bind(addr).await?),
+            None => None,
+        };
         let peer_bind = config.peer_bind()?;
         if peer_bind != config.bind {
             tracing::warn!(
@@ -773,12 +780,13 @@ impl Server {
             .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let started_unix = unix_secs();
-        let start_revision = node
-            .state
-            .read()
-            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
-            .ks
-            .revision();
+        let (start_revision, apply_timing) = {
+            let st = node
+                .state
+                .read()
+                .map_err(|_| anyhow::anyhow!("state lock poisoned"))?;
+            (st.ks.revision(), st.apply_seconds.clone())
+        };
         let shared = Arc::new(Shared {
             peer_refusals: Default::default(),
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
@@ -814,6 +822,9 @@ impl Server {
             shutdown: tokio::sync::Notify::new(),
             acl,
             acl_log: Default::default(),
+            metrics: metrics_listener
+                .is_some()
+                .then(|| metrics::Metrics::new(&node.sync.fsync_seconds, &apply_timing)),
             config,
         });
         // Apply records the keyspace notifications CONFIG's notify-keyspace-events asks for.
@@ -831,6 +842,16 @@ impl Server {
             .subscribe();
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
+        if let Some(listener) = metrics_listener {
+            let events = shared
+                .state
+                .read()
+                .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+                .events
+                .subscribe();
+            tasks.spawn(metrics::count_events(shared.clone(), events, stop_rx.clone()));
+            tasks.spawn(metrics::serve(shared.clone(), listener, stop_rx.clone()));
+        }
         let service = Service {
             raft: node.raft,
             ctx: node.ctx,

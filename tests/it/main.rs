@@ -41,6 +41,7 @@ mod lock_queue;
 mod lock_safety;
 mod lock_scripts;
 mod locks;
+mod metrics;
 mod peer_auth;
 mod pubsub;
 mod replicas;
