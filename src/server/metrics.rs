@@ -41,6 +41,8 @@ const FENCED_PREFIX: &str = "FENCED";
 /// Most leases whose grant time is kept for the hold-time histogram (about 16 bytes each):
 /// grants past it are still counted, but neither timed nor in `palisade_locks_held`.
 const MAX_TIMED_LEASES: usize = 2_000_000;
+/// How long a scraper may take to send its request's headers.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The Content-Type of prometheus-client's text encoding (OpenMetrics 1.0).
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -114,36 +116,140 @@ impl Metrics {
         );
         let mut r = Registry::with_prefix("palisade");
         let l = &lock;
-        r.register("lock_grants", "Locks granted (at once or to a waiter) by entries this node applied", l.grants.clone());
-        r.register("lock_releases", "Locks released by their holder (UNLOCK), or given back because the waiter had gone", l.releases.clone());
-        r.register("lock_expiries", "Leases that expired while held", l.expiries.clone());
-        r.register("lock_renewals", "Leases renewed (RENEW, or LOCK again by the holder)", l.renewals.clone());
-        r.register("locks_held", "Locks held, of those granted since this process started", l.held.clone());
-        r.register("lock_waiters", "Waiters queued for locks (replicated queues)", l.waiters.clone());
+        r.register(
+            "lock_grants",
+            "Locks granted (at once or to a waiter) by entries this node applied",
+            l.grants.clone(),
+        );
+        r.register(
+            "lock_releases",
+            "Locks released by their holder (UNLOCK), or given back because the waiter had gone",
+            l.releases.clone(),
+        );
+        r.register(
+            "lock_expiries",
+            "Leases that expired while held",
+            l.expiries.clone(),
+        );
+        r.register(
+            "lock_renewals",
+            "Leases renewed (RENEW, or LOCK again by the holder)",
+            l.renewals.clone(),
+        );
+        r.register(
+            "locks_held",
+            "Locks held, of those granted since this process started",
+            l.held.clone(),
+        );
+        r.register(
+            "lock_waiters",
+            "Waiters queued for locks (replicated queues)",
+            l.waiters.clone(),
+        );
         r.register("fenced_rejections", "Writes refused for a fencing token lower than the key's highest (FENCED replies to this node's clients)", l.fenced.clone());
-        r.register("lock_hold_seconds", "Time from a grant to its release or expiry", l.hold_seconds.0.clone());
-        r.register("lock_acquire_wait_seconds", "LOCK ... WAIT on this node: time from the request to the grant", l.wait_seconds.0.clone());
-        r.register("metrics_events_lost", "Applied events the metrics task missed (it fell behind)", l.events_lost.clone());
+        r.register(
+            "lock_hold_seconds",
+            "Time from a grant to its release or expiry",
+            l.hold_seconds.0.clone(),
+        );
+        r.register(
+            "lock_acquire_wait_seconds",
+            "LOCK ... WAIT on this node: time from the request to the grant",
+            l.wait_seconds.0.clone(),
+        );
+        r.register(
+            "metrics_events_lost",
+            "Applied events the metrics task missed (it fell behind)",
+            l.events_lost.clone(),
+        );
         let f = &raft;
-        r.register("raft_has_leader", "1 if this node knows a leader", f.has_leader.clone());
-        r.register("raft_is_leader", "1 if this node is the leader", f.is_leader.clone());
-        r.register("raft_leader_changes", "Times this node saw a new leader", f.leader_changes.clone());
+        r.register(
+            "raft_has_leader",
+            "1 if this node knows a leader",
+            f.has_leader.clone(),
+        );
+        r.register(
+            "raft_is_leader",
+            "1 if this node is the leader",
+            f.is_leader.clone(),
+        );
+        r.register(
+            "raft_leader_changes",
+            "Times this node saw a new leader",
+            f.leader_changes.clone(),
+        );
         r.register("raft_term", "Current Raft term", f.term.clone());
-        r.register("raft_last_log_index", "Last index in this node's log", f.last_log_index.clone());
-        r.register("raft_committed_index", "Last index this node knows committed", f.committed_index.clone());
-        r.register("raft_applied_index", "Last index this node applied", f.applied_index.clone());
-        r.register("raft_pending_entries", "Entries in this node's log not yet applied", f.pending.clone());
-        r.register("raft_proposals", "Batches of client commands this node proposed (leader)", f.proposals.clone());
-        r.register("raft_proposed_commands", "Client commands in those batches", f.proposed_commands.clone());
-        r.register("raft_applied_entries", "Client entries (batches) applied by this process", f.applied_entries.clone());
-        r.register("raft_applied_commands", "Commands in those entries", f.applied_commands.clone());
-        r.register("raft_fsync_seconds", "Time of each sync of the Raft log's WAL", fsync.0.clone());
-        r.register("raft_apply_seconds", "Time to apply and persist each run of entries", apply.0.clone());
+        r.register(
+            "raft_last_log_index",
+            "Last index in this node's log",
+            f.last_log_index.clone(),
+        );
+        r.register(
+            "raft_committed_index",
+            "Last index this node knows committed",
+            f.committed_index.clone(),
+        );
+        r.register(
+            "raft_applied_index",
+            "Last index this node applied",
+            f.applied_index.clone(),
+        );
+        r.register(
+            "raft_pending_entries",
+            "Entries in this node's log not yet applied",
+            f.pending.clone(),
+        );
+        r.register(
+            "raft_proposals",
+            "Batches of client commands this node proposed (leader)",
+            f.proposals.clone(),
+        );
+        r.register(
+            "raft_proposed_commands",
+            "Client commands in those batches",
+            f.proposed_commands.clone(),
+        );
+        r.register(
+            "raft_applied_entries",
+            "Client entries (batches) applied by this process",
+            f.applied_entries.clone(),
+        );
+        r.register(
+            "raft_applied_commands",
+            "Commands in those entries",
+            f.applied_commands.clone(),
+        );
+        r.register(
+            "raft_fsync_seconds",
+            "Time of each sync of the Raft log's WAL",
+            fsync.0.clone(),
+        );
+        r.register(
+            "raft_apply_seconds",
+            "Time to apply and persist each run of entries",
+            apply.0.clone(),
+        );
         let s = &server;
-        r.register("connections_received", "Client connections accepted", s.connections.clone());
-        r.register("connections_rejected", "Client connections refused at maxclients", s.rejected.clone());
-        r.register("connected_clients", "Client connections open", s.clients.clone());
-        r.register("commands_processed", "Commands executed for clients", s.commands.clone());
+        r.register(
+            "connections_received",
+            "Client connections accepted",
+            s.connections.clone(),
+        );
+        r.register(
+            "connections_rejected",
+            "Client connections refused at maxclients",
+            s.rejected.clone(),
+        );
+        r.register(
+            "connected_clients",
+            "Client connections open",
+            s.clients.clone(),
+        );
+        r.register(
+            "commands_processed",
+            "Commands executed for clients",
+            s.commands.clone(),
+        );
         Metrics {
             registry: r,
             lock,
@@ -155,7 +261,10 @@ impl Metrics {
     /// Records a `LOCK ... WAIT` of this node's client that ended with a grant.
     pub fn lock_waited(&self, started: Instant, reply: &Reply) {
         if matches!(reply, Reply::Int(_)) {
-            self.lock.wait_seconds.0.observe(started.elapsed().as_secs_f64());
+            self.lock
+                .wait_seconds
+                .0
+                .observe(started.elapsed().as_secs_f64());
         }
     }
 
@@ -182,12 +291,18 @@ fn refresh(m: &Metrics, shared: &Shared) {
     let rm = shared.raft.metrics().borrow_watched().clone();
     let f = &m.raft;
     gauge(&f.has_leader, u64::from(rm.current_leader.is_some()));
-    gauge(&f.is_leader, u64::from(rm.state == openraft::ServerState::Leader));
+    gauge(
+        &f.is_leader,
+        u64::from(rm.state == openraft::ServerState::Leader),
+    );
     gauge(&f.term, rm.current_term);
     let last_log = rm.last_log_index.unwrap_or(0);
     let applied = rm.last_applied.map_or(0, |l| l.index);
     gauge(&f.last_log_index, last_log);
-    gauge(&f.committed_index, rm.local_committed.map_or(0, |l| l.index));
+    gauge(
+        &f.committed_index,
+        rm.local_committed.map_or(0, |l| l.index),
+    );
     gauge(&f.applied_index, applied);
     gauge(&f.pending, last_log.saturating_sub(applied));
     let p = &shared.proposer.stats;
@@ -200,7 +315,11 @@ fn refresh(m: &Metrics, shared: &Shared) {
         gauge(&m.lock.waiters, queued as u64);
     }
     let stats = &shared.stats;
-    let fenced = stats.calls.errors().into_iter().find(|(p, _)| p == FENCED_PREFIX);
+    let fenced = stats
+        .calls
+        .errors()
+        .into_iter()
+        .find(|(p, _)| p == FENCED_PREFIX);
     set(&m.lock.fenced, fenced.map_or(0, |(_, n)| n));
     let s = &m.server;
     set(&s.connections, stats.connections.load(Ordering::Relaxed));
@@ -238,7 +357,11 @@ pub async fn serve(shared: Arc<Shared>, listener: TcpListener, mut stop: watch::
                 async move { Ok::<_, Infallible>(respond(&shared, &req)) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+            // A client that never finishes its request headers is dropped, not kept for ever.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(io, service);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "metrics: connection ended with an error");
             }
@@ -366,7 +489,10 @@ mod tests {
         assert_eq!(m.lock.held.get(), 0);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &m.registry).unwrap();
-        assert!(text.contains("palisade_lock_hold_seconds_count 2\n"), "{text}");
+        assert!(
+            text.contains("palisade_lock_hold_seconds_count 2\n"),
+            "{text}"
+        );
         assert!(text.contains("palisade_lock_grants_total 2\n"), "{text}");
     }
 }

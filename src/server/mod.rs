@@ -849,7 +849,11 @@ impl Server {
                 .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
                 .events
                 .subscribe();
-            tasks.spawn(metrics::count_events(shared.clone(), events, stop_rx.clone()));
+            tasks.spawn(metrics::count_events(
+                shared.clone(),
+                events,
+                stop_rx.clone(),
+            ));
             tasks.spawn(metrics::serve(shared.clone(), listener, stop_rx.clone()));
         }
         let service = Service {

@@ -369,7 +369,11 @@ impl StateMachine {
             let replies = apply_entries(&mut st, entries);
             let wb = self.changes_batch(&mut st)?;
             st.publish_users();
-            let channels = (st.events.clone(), st.waiter_grants.clone(), st.apply_seconds.clone());
+            let channels = (
+                st.events.clone(),
+                st.waiter_grants.clone(),
+                st.apply_seconds.clone(),
+            );
             (replies, wb, st.ks.take_events(), channels)
         };
         // Not synced: the log entries are synced, and the single WAL orders this write after

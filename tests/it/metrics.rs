@@ -47,7 +47,10 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
         let (name, value) = line.rsplit_once(' ').expect("a sample line");
         assert!(name.starts_with("palisade_"), "no palisade_ prefix: {line}");
         let value: f64 = value.parse().expect("a number");
-        assert!(out.insert(name.to_string(), value).is_none(), "twice: {line}");
+        assert!(
+            out.insert(name.to_string(), value).is_none(),
+            "twice: {line}"
+        );
     }
     out
 }
@@ -144,7 +147,10 @@ fn dashboard_queries_name_served_families(scraped: &BTreeMap<String, f64>) {
     let dash: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
     let panels = dash["panels"].as_array().expect("panels");
     assert!(panels.len() >= 10);
-    for target in panels.iter().flat_map(|p| p["targets"].as_array().expect("targets")) {
+    for target in panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().expect("targets"))
+    {
         let expr = target["expr"].as_str().expect("expr");
         for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
             if word.starts_with("palisade_") {
@@ -190,4 +196,49 @@ fn a_taken_metrics_port_stops_the_node_at_start() {
     assert!(!status.success());
     assert!(err.contains("--metrics-addr"), "{err}");
     drop(taken);
+}
+
+#[test]
+fn every_node_counts_the_lock_events_of_its_own_applied_log() {
+    let ports = free_ports(3);
+    let extra = (1..=3u64)
+        .map(|id| {
+            let addr = format!("127.0.0.1:{}", ports[id as usize - 1]);
+            (id, vec!["--metrics-addr".to_string(), addr])
+        })
+        .collect();
+    let cluster = crate::common::cluster::Cluster::start_with(3, &[], extra);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let mut c = cluster.conn(leader);
+    for i in 0..3 {
+        as_int(&c.c(&format!("LOCK n:{i} a PX 10000")));
+        assert_eq!(c.c(&format!("UNLOCK n:{i} a")), b":1\r\n");
+    }
+    let t = as_int(&c.c("LOCK n:x a PX 10000"));
+    assert!(c.c(&format!("FENCEDSET n:r v {t}")).starts_with(b"+OK"));
+    assert!(c.c("FENCEDSET n:r v 1").starts_with(b"-FENCED"));
+    cluster.wait_converged(&[1, 2, 3]);
+    let scrapes: Vec<_> = ports
+        .iter()
+        .map(|p| wait_for(*p, "palisade_lock_grants_total", 4.0))
+        .collect();
+    for (id, m) in (1..=3u64).zip(&scrapes) {
+        // Every node applied the same entries, so its lock counters moved alike.
+        assert_eq!(value(m, "palisade_lock_grants_total"), 4.0, "node {id}");
+        assert_eq!(value(m, "palisade_lock_releases_total"), 3.0, "node {id}");
+        assert_eq!(value(m, "palisade_locks_held"), 1.0, "node {id}");
+        assert_eq!(value(m, "palisade_raft_has_leader"), 1.0, "node {id}");
+        // Fenced refusals are counted where the client was served.
+        let fenced = if id == leader { 1.0 } else { 0.0 };
+        assert_eq!(
+            value(m, "palisade_fenced_rejections_total"),
+            fenced,
+            "node {id}"
+        );
+    }
+    let leaders: f64 = scrapes
+        .iter()
+        .map(|m| value(m, "palisade_raft_is_leader"))
+        .sum();
+    assert_eq!(leaders, 1.0);
 }
