@@ -410,6 +410,7 @@ impl Shared {
                 "enable-debug-command",
                 Some(Text(c.enable_debug_command.word().into())),
             ),
+            ("metrics-addr", c.metrics_addr.clone().map(Text)),
         ];
         let tls = c.tls.as_ref();
         let path = |p: &std::path::Path| Text(p.display().to_string());
