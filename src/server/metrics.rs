@@ -38,8 +38,9 @@ use crate::store::Timing;
 /// The errorstats prefix of a write refused for a lower fencing token (FENCEDSET,
 /// FENCEDGET).
 const FENCED_PREFIX: &str = "FENCED";
-/// Most leases whose grant time is kept for the hold-time histogram (about 16 bytes each):
-/// grants past it are still counted, but neither timed nor in `palisade_locks_held`.
+/// Most leases whose grant time is kept for the hold-time histogram (a u64 token and a u32
+/// time, about 20 bytes each with the map's slack: 40 MB at the cap): grants past it are
+/// still counted, but neither timed nor in `palisade_locks_held`.
 const MAX_TIMED_LEASES: usize = 2_000_000;
 /// How long a scraper may take to send its request's headers.
 const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -428,9 +429,19 @@ pub async fn count_events(
 }
 
 /// When each lease this process saw granted began, by token (for the hold time).
-#[derive(Default)]
 struct Leases {
-    granted: HashMap<u64, Instant>,
+    /// Grant times in ms since `base` (u32: a lease held past 49 days is timed as 49 days).
+    granted: HashMap<u64, u32>,
+    base: Instant,
+}
+
+impl Default for Leases {
+    fn default() -> Self {
+        Leases {
+            granted: HashMap::new(),
+            base: Instant::now(),
+        }
+    }
 }
 
 impl Leases {
@@ -440,7 +451,7 @@ impl Leases {
             LockEventKind::Granted => {
                 f.grants.inc();
                 if self.granted.len() < MAX_TIMED_LEASES {
-                    self.granted.insert(token, Instant::now());
+                    self.granted.insert(token, self.now_ms());
                 }
             }
             LockEventKind::Released => {
@@ -461,8 +472,14 @@ impl Leases {
     /// A lease ended: its hold time, if its grant was seen.
     fn end(&mut self, f: &LockFamilies, token: u64) {
         if let Some(at) = self.granted.remove(&token) {
-            f.hold_seconds.0.observe(at.elapsed().as_secs_f64());
+            let held_ms = self.now_ms().saturating_sub(at);
+            f.hold_seconds.0.observe(f64::from(held_ms) / 1000.0);
         }
+    }
+
+    /// Ms since `base`, saturating.
+    fn now_ms(&self) -> u32 {
+        u32::try_from(self.base.elapsed().as_millis()).unwrap_or(u32::MAX)
     }
 }
 
