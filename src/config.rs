@@ -193,6 +193,9 @@ pub struct Settings {
     /// The client port this node gives cluster-mode clients [default: `--port`].
     #[arg(long)]
     pub announce_port: Option<u16>,
+    /// Serve Prometheus metrics at `http://host:port/metrics` (off unless given).
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
     /// The switches that only the command line sets.
     #[command(flatten)]
     #[serde(skip)]
@@ -332,6 +335,8 @@ pub struct Config {
     pub cluster_secret: Option<Vec<u8>>,
     /// `--announce-ip` and `--announce-port`, as given (see [`Config::announce`]).
     pub announce: (Option<String>, Option<u16>),
+    /// `--metrics-addr`: where /metrics is served (None: not served).
+    pub metrics_addr: Option<String>,
 }
 
 /// The TLS settings, once checked: a port and the files.
@@ -489,6 +494,7 @@ impl Config {
             config_file: s.config,
             cluster_secret: cluster_secret(s.cluster_secret, s.cluster_secret_file.as_deref())?,
             announce: (s.announce_ip, s.announce_port),
+            metrics_addr: s.metrics_addr,
         };
         if cfg.node_id == 0 {
             bail!("--node-id must be at least 1");

@@ -9,6 +9,7 @@ pub mod errors;
 pub mod forward;
 pub mod housekeeping;
 pub mod lockwait;
+pub mod metrics;
 pub mod monitor;
 pub mod popwait;
 pub mod proposer;
@@ -190,6 +191,8 @@ pub struct Shared {
     pub acl_log: crate::cmd::acl::log::Log,
     /// The client addresses other members announce (CLUSTER SLOTS, NODES, SHARDS).
     pub announced: cluster::Announced,
+    /// The families `--metrics-addr` serves (None: metrics are off).
+    pub metrics: Option<metrics::Metrics>,
 }
 
 impl Shared {
@@ -410,6 +413,7 @@ impl Shared {
                 "enable-debug-command",
                 Some(Text(c.enable_debug_command.word().into())),
             ),
+            ("metrics-addr", c.metrics_addr.clone().map(Text)),
         ];
         let tls = c.tls.as_ref();
         let path = |p: &std::path::Path| Text(p.display().to_string());
@@ -748,6 +752,10 @@ impl Server {
                 _ => None,
             },
         };
+        let metrics_listener = match &config.metrics_addr {
+            Some(addr) => Some(metrics::bind(addr).await?),
+            None => None,
+        };
         let peer_bind = config.peer_bind()?;
         if peer_bind != config.bind {
             tracing::warn!(
@@ -776,12 +784,13 @@ impl Server {
             .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let started_unix = unix_secs();
-        let start_revision = node
-            .state
-            .read()
-            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
-            .ks
-            .revision();
+        let (start_revision, apply_timing) = {
+            let st = node
+                .state
+                .read()
+                .map_err(|_| anyhow::anyhow!("state lock poisoned"))?;
+            (st.ks.revision(), st.apply_seconds.clone())
+        };
         let shared = Arc::new(Shared {
             peer_refusals: Default::default(),
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
@@ -818,6 +827,9 @@ impl Server {
             acl,
             acl_log: Default::default(),
             announced: Default::default(),
+            metrics: metrics_listener
+                .is_some()
+                .then(|| metrics::Metrics::new(&node.sync.fsync_seconds, &apply_timing)),
             config,
         });
         // Apply records the keyspace notifications CONFIG's notify-keyspace-events asks for.
@@ -835,6 +847,20 @@ impl Server {
             .subscribe();
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
+        if let Some(listener) = metrics_listener {
+            let events = shared
+                .state
+                .read()
+                .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+                .events
+                .subscribe();
+            tasks.spawn(metrics::count_events(
+                shared.clone(),
+                events,
+                stop_rx.clone(),
+            ));
+            tasks.spawn(metrics::serve(shared.clone(), listener, stop_rx.clone()));
+        }
         let service = Service {
             raft: node.raft,
             ctx: node.ctx,

@@ -428,7 +428,11 @@ impl Session {
             Ok(Request::Write(Command::Acquire(lock))) if lock.wait_ms.is_some() => {
                 self.finish_slots(stream).await?;
                 let lock = self.shared.with_default_delay(lock);
+                let started = std::time::Instant::now();
                 let reply = self.lock_wait(lock, stream).await;
+                if let Some(m) = &self.shared.metrics {
+                    m.lock_waited(started, &reply);
+                }
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Write(c)) if blocking::wait_spec(&c).is_some() => {

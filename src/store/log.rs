@@ -69,6 +69,8 @@ pub struct SyncStats {
     /// Test-only: sleep this long before each sync (`RAFT.FAULT SYNCDELAY`), so that a test
     /// can show replication overlapping a slow local sync.
     pub test_delay_ms: AtomicU64,
+    /// How long each WAL sync took (`palisade_raft_fsync_seconds`).
+    pub fsync_seconds: super::Timing,
 }
 
 /// One append waiting for the sync thread.
@@ -190,10 +192,12 @@ fn sync_loop(db: &std::sync::Weak<DB>, rx: &std::sync::mpsc::Receiver<Waiting>, 
         if delay > 0 {
             std::thread::sleep(Duration::from_millis(delay));
         }
+        let started = Instant::now();
         let res = match db.upgrade() {
             Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
             None => Err("the database is closed".to_string()),
         };
+        stats.fsync_seconds.since(started);
         if let Err(e) = &res {
             tracing::error!(error = %e, "syncing the Raft log failed");
         }

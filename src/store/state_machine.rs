@@ -56,6 +56,8 @@ pub struct SmState {
     /// This node's `notify-keyspace-events` classes, shared with CONFIG: which keyspace
     /// notifications apply records (an output filter, see [`crate::state::notify`]).
     pub notify_flags: Arc<std::sync::atomic::AtomicU32>,
+    /// How long each applied run took, its WriteBatch included (`palisade_raft_apply_seconds`).
+    pub apply_seconds: super::Timing,
 }
 
 /// A node's view of the replicated ACL users (see [`SmState::acl`]).
@@ -84,6 +86,7 @@ impl Default for SmState {
             waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             acl: AclView::new(Arc::default()),
             notify_flags: Arc::default(),
+            apply_seconds: super::Timing::default(),
         }
     }
 }
@@ -180,6 +183,7 @@ impl StateMachine {
             waiter_grants: tokio::sync::broadcast::channel(EVENT_CAPACITY).0,
             acl,
             notify_flags: Arc::default(),
+            apply_seconds: super::Timing::default(),
         };
         Ok(StateMachine {
             db,
@@ -359,18 +363,24 @@ impl StateMachine {
     /// anything reads the two together; and a reader that sees state not yet written sees
     /// committed entries, which replaying the log restores after a crash.
     pub(crate) fn apply_run(&self, entries: Vec<Entry>) -> Result<Vec<BatchReply>> {
+        let started = std::time::Instant::now();
         let (replies, wb, events, channels) = {
             let mut st = self.state.write().map_err(|_| poisoned())?;
             let replies = apply_entries(&mut st, entries);
             let wb = self.changes_batch(&mut st)?;
             st.publish_users();
-            let channels = (st.events.clone(), st.waiter_grants.clone());
+            let channels = (
+                st.events.clone(),
+                st.waiter_grants.clone(),
+                st.apply_seconds.clone(),
+            );
             (replies, wb, st.ks.take_events(), channels)
         };
         // Not synced: the log entries are synced, and the single WAL orders this write after
         // them, so a crash can only lose a suffix that replaying the log restores.
         self.db.write(wb).map_err(write_err)?;
-        let (all, waiter_grants) = channels;
+        let (all, waiter_grants, apply_seconds) = channels;
+        apply_seconds.since(started);
         for event in events {
             // No receiver is normal (nobody subscribed).
             if matches!(

@@ -43,6 +43,7 @@ mod lock_queue;
 mod lock_safety;
 mod lock_scripts;
 mod locks;
+mod metrics;
 mod peer_auth;
 mod pubsub;
 mod replicas;
