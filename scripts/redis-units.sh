@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The official Redis 7.0.15 Tcl test units, run in external-server mode against a one-node
+# Palisade and against a real redis-server, side by side. Not part of CI (it takes minutes and
+# needs the Redis source); docs/compatibility.md records the figures of a run.
+#
+#   scripts/redis-units.sh                      the core list below
+#   scripts/redis-units.sh unit/type/incr ...   only the named units
+#
+# Steps:
+#   1. fetches the Redis 7.0.15 source with `apt-get source --download-only redis` (Debian
+#      bookworm's deb-src) into REDIS_UNITS_CACHE (default ~/.cache/palisade-redis-src) if it is
+#      not there yet; the source is never committed. Needs tclsh 8.6 and redis-server 7.
+#   2. builds Palisade (cargo build --release) and starts a one-node Palisade and a redis-server
+#      on free ports, each with its own temporary data directory;
+#   3. runs each unit with `./runtest --host H --port P --single UNIT --singledb --tags -needs:...`
+#      (Palisade has one database) against
+#      each server (external mode skips tests tagged external:skip by itself), each unit bounded
+#      by REDIS_UNITS_TIMEOUT seconds (default 300) and the runner's own --timeout (no progress
+#      for 60 s fails the unit), so a stalling test cannot hang the run;
+#   4. prints passed/failed per unit for both servers and, last, the ratio
+#      "Palisade passes / Redis passes".
+# Logs go to REDIS_UNITS_LOG_DIR (default: a temporary directory, named in the output).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+REDIS_VERSION=7.0.15
+CACHE="${REDIS_UNITS_CACHE:-$HOME/.cache/palisade-redis-src}"
+UNIT_TIMEOUT="${REDIS_UNITS_TIMEOUT:-300}"
+LOG_DIR="${REDIS_UNITS_LOG_DIR:-$(mktemp -d -t palisade-units.XXXXXX)}"
+mkdir -p "$LOG_DIR"
+
+# The core list: data types, keyspace, expiry, scripting, pub/sub, transactions, introspection.
+# Left out: units about what Palisade replaces or does not have (replication, cluster, AOF/RDB,
+# modules, streams, HyperLogLog, FUNCTION, DUMP/RESTORE, client eviction, memory policies,
+# latency/oom internals, TLS, tracking), see docs/compatibility.md.
+CORE_UNITS=(
+    unit/type/string unit/type/incr unit/type/list unit/type/list-2 unit/type/list-3
+    unit/type/hash unit/type/set unit/type/zset
+    unit/keyspace unit/expire unit/scan unit/sort unit/info-command
+    unit/scripting unit/pubsub unit/pubsubshard unit/multi
+    unit/introspection unit/introspection-2 unit/protocol unit/quit unit/auth unit/acl
+    unit/bitops unit/bitfield unit/geo
+)
+# Tags skipped on both servers: tests that need a replica, DEBUG/PFDEBUG internals, maxmemory
+# eviction settings, or an RDB save.
+SKIP_TAGS="-needs:repl -needs:debug -needs:pfdebug -needs:save -needs:config-maxmemory"
+
+UNITS=("$@")
+[[ ${#UNITS[@]} -gt 0 ]] || UNITS=("${CORE_UNITS[@]}")
+
+# --- dependencies --------------------------------------------------------------------------
+
+command -v tclsh >/dev/null 2>&1 || apt_install tcl
+ensure_redis
+
+fetch_source() {
+    local src_list=/etc/apt/sources.list.d/palisade-redis-src.list
+    if ! grep -rqs '^deb-src .*debian.* bookworm main' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        log "adding Debian bookworm deb-src to $src_list"
+        echo 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main' |
+            as_root tee "$src_list" >/dev/null
+    fi
+    as_root apt-get update -q || die "apt-get update failed"
+    mkdir -p "$CACHE"
+    (cd "$CACHE" && apt-get source --download-only redis) || die "apt-get source redis failed"
+    local orig
+    orig="$(ls "$CACHE"/redis_"$REDIS_VERSION"*.orig.tar.* 2>/dev/null | head -n1)"
+    [[ -n "$orig" ]] || die "no redis_$REDIS_VERSION source tarball in $CACHE"
+    tar -xf "$orig" -C "$CACHE"
+}
+REDIS_SRC="$CACHE/redis-$REDIS_VERSION"
+if [[ -n "${REDIS_UNITS_SRC:-}" ]]; then
+    REDIS_SRC="$REDIS_UNITS_SRC"
+elif [[ ! -x "$REDIS_SRC/runtest" ]]; then
+    fetch_source
+fi
+[[ -x "$REDIS_SRC/runtest" ]] || die "no runtest in $REDIS_SRC"
+
+# --- servers -------------------------------------------------------------------------------
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+log "cargo build --release"
+cargo build --release --quiet
+PALISADE="$CARGO_TARGET_DIR/release/palisade"
+
+DATA="$(mktemp -d -t palisade-units-data.XXXXXX)"
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+P_PORT="$(free_port)"
+P_PEER="$(free_port)"
+R_PORT="$(free_port)"
+"$PALISADE" --port "$P_PORT" --peer-port "$P_PEER" --dir "$DATA/palisade" >"$LOG_DIR/palisade.log" 2>&1 &
+PIDS+=($!)
+redis-server --port "$R_PORT" --dir "$DATA" --save '' --appendonly no --daemonize no \
+    >"$LOG_DIR/redis-server.log" 2>&1 &
+PIDS+=($!)
+
+wait_up() {
+    local i
+    for i in $(seq 1 100); do
+        [[ "$(redis-cli -p "$1" ping 2>/dev/null)" == PONG ]] && return 0
+        sleep 0.2
+    done
+    die "server on port $1 did not answer PING; see $LOG_DIR"
+}
+wait_up "$P_PORT"
+wait_up "$R_PORT"
+log "Palisade on $P_PORT, redis-server on $R_PORT, logs in $LOG_DIR"
+
+# --- the units -----------------------------------------------------------------------------
+
+# run_unit NAME PORT UNIT: runs one unit; prints "passed failed".
+run_unit() {
+    local name="$1" port="$2" unit="$3"
+    local log="$LOG_DIR/$name.${unit//\//_}.log"
+    redis-cli -p "$port" flushall >/dev/null 2>&1 || true
+    (cd "$REDIS_SRC" && timeout -k 10 "$UNIT_TIMEOUT" ./runtest --host 127.0.0.1 --port "$port" \
+        --single "$unit" --timeout 60 --tags "$SKIP_TAGS" --clients 1 --singledb) >"$log" 2>&1 || true
+    # The runner colours its [ok]/[err] marks.
+    sed -i 's/\x1b\[[0-9;]*m//g' "$log"
+    local ok err
+    ok="$(grep -c '^\[ok\]:' "$log" || true)"
+    err="$(grep -cE '^\[(err|exception)\]:' "$log" || true)"
+    # A unit the runner gave up on (no progress for --timeout s, or killed by `timeout`).
+    if ! grep -q 'All tests passed\|tests failed' "$log"; then
+        err="$err+stall"
+    fi
+    echo "$ok $err"
+}
+
+printf '%-28s %18s %18s\n' unit 'palisade ok/fail' 'redis ok/fail'
+P_TOTAL=0
+R_TOTAL=0
+for unit in "${UNITS[@]}"; do
+    read -r p_ok p_err < <(run_unit palisade "$P_PORT" "$unit")
+    read -r r_ok r_err < <(run_unit redis "$R_PORT" "$unit")
+    printf '%-28s %18s %18s\n' "$unit" "$p_ok/$p_err" "$r_ok/$r_err"
+    P_TOTAL=$((P_TOTAL + p_ok))
+    R_TOTAL=$((R_TOTAL + r_ok))
+done
+printf '%-28s %18s %18s\n' total "$P_TOTAL" "$R_TOTAL"
+if [[ "$R_TOTAL" -gt 0 ]]; then
+    printf 'Palisade passes / Redis passes: %d/%d = %s%%\n' "$P_TOTAL" "$R_TOTAL" \
+        "$(awk -v p="$P_TOTAL" -v r="$R_TOTAL" 'BEGIN { printf "%.1f", 100 * p / r }')"
+fi
