@@ -149,8 +149,11 @@ run_unit() {
     local ok err
     ok="$(grep -c '^\[ok\]:' "$log" || true)"
     err="$(grep -cE '^\[(err|exception)\]:' "$log" || true)"
-    # A unit the runner gave up on (no progress for --timeout s, or killed by `timeout`).
-    if ! grep -q 'All tests passed\|tests failed' "$log"; then
+    # A unit cut short: by an error outside any test (an unknown command in its setup, say),
+    # or by a stall (no progress for --timeout s, or killed by `timeout`).
+    if grep -q '^\[exception\]' "$log"; then
+        err="$err+exception"
+    elif ! grep -q 'All tests passed\|tests failed' "$log"; then
         err="$err+stall"
     fi
     echo "$ok $err"
