@@ -64,6 +64,8 @@ SKIP_BOTH=(
     "List ziplist of various encodings - sanitize dump"
     "MONITOR can log commands issued by functions"
     "Blocking commands ignores the timeout"
+    "Hash ziplist of various encodings"
+    "Hash ziplist of various encodings - sanitize dump"
 )
 # Tests skipped on Palisade only: the script-timeout tests, which need a script that runs past
 # busy-reply-threshold and `SCRIPT KILL` (docs/scripting.md, "Script timeouts"), and the
