@@ -73,9 +73,8 @@ SKIP_BOTH=(
 # script budget; `unpack` of 7999 arguments, over mlua's stack; the tests of `COMMAND
 # GETKEYS`, which Palisade does not have; those that set `min-replicas-to-write`, `maxmemory`
 # or every parameter (`CONFIG sanity`), settings Palisade does not have or fixes at start;
-# and MONITOR of a script's
-# commands, which Palisade does not show (the test would wait for them until the stall). They pass on redis-server, so they count as
-# Palisade failures in the ratio.
+# and MONITOR of a script's commands, which Palisade does not show (that test would wait for
+# them until the stall). They pass on redis-server, so they count as Palisade failures.
 SKIP_PALISADE=(
     "/script timeout$"
     "/^Timedout"
