@@ -49,7 +49,8 @@ pub fn parse_timeout(raw: &[u8]) -> Result<u64, Reply> {
         .filter(|s| !s.is_empty() && !s.eq_ignore_ascii_case("nan"))
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| Reply::err("ERR timeout is not a float or out of range"))?;
-    let ms = secs * 1000.0;
+    // Redis rounds up (`ceill`): 0.0001 s is 1 ms, not 0, which would mean "forever".
+    let ms = (secs * 1000.0).ceil();
     // Redis casts to long long: infinities and overflow come out negative.
     if !(0.0..9.2e18).contains(&ms) {
         return Err(Reply::err("ERR timeout is negative"));

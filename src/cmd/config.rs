@@ -312,6 +312,12 @@ pub static PARAMS: &[Param] = &[
     p("lazyfree-lazy-server-del", Bool, Stored, "no"),
     p("lazyfree-lazy-user-del", Bool, Stored, "no"),
     p("lazyfree-lazy-user-flush", Bool, Stored, "no"),
+    // Kept, no effect: a script runs to its end or to its instruction budget, never past a
+    // time limit (docs/scripting.md, "Script timeouts").
+    aka(
+        "lua-time-limit",
+        p("busy-reply-threshold", Int(0, MAX), Stored, "5000"),
+    ),
 ];
 
 /// Redis's default `client-output-buffer-limit`, as CONFIG GET shows it.

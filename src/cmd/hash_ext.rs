@@ -288,7 +288,7 @@ impl Replicated for HRandField {
             Ok(None) => return Reply::Nil,
             Ok(Some(h)) => h,
         };
-        let mut rng = Rng::new(ks.revision(), &self.key);
+        let mut rng = Rng::new(super::draw::seed(ks), &self.key);
         let len = hash.len();
         match self.count {
             None => hash

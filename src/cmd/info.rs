@@ -356,7 +356,18 @@ pub fn render(requested: &[String], d: &InfoData) -> String {
     section(
         "replication",
         "Replication",
-        vec![("role", "master".into()), ("connected_slaves", "0".into())],
+        // Redis's fields for a master without replicas (Raft replaces Redis replication);
+        // the replication offset is this node's applied log index, the position of its data
+        // in the one replicated stream.
+        vec![
+            ("role", "master".into()),
+            ("connected_slaves", "0".into()),
+            ("master_failover_state", "no-failover".into()),
+            ("master_repl_offset", d.applied_index.to_string()),
+            ("second_repl_offset", "-1".into()),
+            ("repl_backlog_active", "0".into()),
+            ("repl_backlog_histlen", "0".into()),
+        ],
     );
     section(
         "cpu",

@@ -1,6 +1,7 @@
 //! Key reads: `RANDOMKEY`, `TOUCH key [key ...]`, `EXPIRETIME key` and `PEXPIRETIME key`.
 //!
-//! RANDOMKEY draws from a small PRNG seeded with the keyspace's revision, so that every
+//! RANDOMKEY draws from a small PRNG seeded with the keyspace's revision (salted for a
+//! client's own read, src/cmd/draw.rs), so that every
 //! replica would pick the same key for the same state (a script calling it stays
 //! deterministic). TOUCH only counts: Palisade tracks no access times (OBJECT IDLETIME is
 //! always 0). EXPIRETIME and PEXPIRETIME turn the key's deadline, kept in cluster time,
@@ -87,7 +88,7 @@ impl Replicated for KeyRead {
                 if n == 0 {
                     return Reply::Nil;
                 }
-                let pick = (splitmix64(ks.revision()) % n as u64) as usize;
+                let pick = (splitmix64(super::draw::seed(ks)) % n as u64) as usize;
                 ks.live_keys(now)
                     .nth(pick)
                     .map_or(Reply::Nil, |(k, _)| Reply::Bulk(k.clone()))

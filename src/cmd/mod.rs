@@ -24,6 +24,7 @@ pub mod config;
 pub mod connection;
 pub mod debug;
 pub mod del;
+pub mod draw;
 pub mod eval;
 pub mod evict;
 pub mod exists;

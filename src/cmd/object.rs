@@ -1,12 +1,12 @@
 //! `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`, and what `MEMORY USAGE`
 //! shares with them: a key's value read through the normal read path (TYPE, then GET,
-//! HGETALL or LRANGE, so linearizable and forwarded like any read), and what Redis 7.2 would
+//! HGETALL or LRANGE, so linearizable and forwarded like any read), and what Redis 7.0 would
 //! say about it.
 //!
-//! Palisade stores values in its own way, so these answers are the ones Redis would give for
-//! the same value: `int`, `embstr` (up to 44 bytes) or `raw` for strings; `listpack` or
-//! `hashtable` for hashes and `listpack` or `quicklist` for lists, by the `hash-max-listpack-*`
-//! and `list-max-listpack-size` thresholds that CONFIG SET keeps (judged on the current
+//! Palisade stores values in its own way, so these answers are the ones Redis 7.0 would give
+//! for the same value: `int`, `embstr` (up to 44 bytes) or `raw` for strings; `quicklist` for
+//! every list (Redis 7.2 would say `listpack` for small ones); `listpack` or `hashtable` for
+//! hashes by the `hash-max-listpack-*` thresholds that CONFIG SET keeps (judged on the current
 //! size: Redis never converts back); `intset` or `hashtable` for sets, as Redis 7.0 (which
 //! has no listpack sets), by the default `set-max-intset-entries` of 512 (a CONFIG SET of it
 //! is kept but not applied). No access is tracked: IDLETIME is 0, and FREQ answers
@@ -252,14 +252,6 @@ const ROBJ: usize = 16;
 /// A main-dictionary entry.
 const DICT_ENTRY: usize = 24;
 
-fn list_fits(items: &[Bytes], t: &Thresholds) -> bool {
-    if t.list_size >= 0 {
-        return items.len() as i64 <= t.list_size.max(1);
-    }
-    let limit = 4096usize << (t.list_size.clamp(-5, -1).unsigned_abs() - 1);
-    listpack(items.iter()) <= limit
-}
-
 fn hash_fits(pairs: &[(Bytes, Bytes)], t: &Thresholds) -> bool {
     let short = |b: &Bytes| b.len() as i64 <= t.hash_value;
     pairs.len() as i64 <= t.hash_entries && pairs.iter().all(|(k, v)| short(k) && short(v))
@@ -279,7 +271,8 @@ impl Value {
             Value::Str(_) => "raw",
             Value::Hash(p) if hash_fits(p, t) => "listpack",
             Value::Hash(_) => "hashtable",
-            Value::List(items) if list_fits(items, t) => "listpack",
+            // Redis 7.0 (the version Palisade answers as) stores every list as a quicklist;
+            // 7.2 would say listpack for small ones.
             Value::List(_) => "quicklist",
             Value::Set(m) if super::sets::is_intset(m.iter()) => "intset",
             Value::Set(_) => "hashtable",
@@ -316,7 +309,6 @@ impl Value {
                     .sum();
                 ROBJ + 56 + malloc_size(table) + entries
             }
-            (Value::List(items), "listpack") => ROBJ + malloc_size(listpack(items.iter())),
             (Value::List(items), _) => {
                 // quicklist nodes of about 8 KiB of listpack each.
                 let bytes = listpack(items.iter());
@@ -436,10 +428,7 @@ mod tests {
         let big = Value::Hash(vec![(Bytes::from("f"), Bytes::from("x".repeat(65)))]);
         assert_eq!(big.encoding(&T), "hashtable");
         let list = Value::List((0..3).map(|i| Bytes::from(i.to_string())).collect());
-        assert_eq!(list.encoding(&T), "listpack");
-        let two = Thresholds { list_size: 2, ..T };
-        assert_eq!(list.encoding(&two), "quicklist");
-        assert!(list.memory_usage(b"l", &two) > list.memory_usage(b"l", &T));
+        assert_eq!(list.encoding(&T), "quicklist");
     }
 
     #[test]

@@ -829,14 +829,14 @@ impl Replicated for SRead {
                 if s.is_empty() {
                     return Reply::Nil;
                 }
-                let i = Draw::new(ks.revision()).below(s.len());
+                let i = Draw::new(super::draw::seed(ks)).below(s.len());
                 s.get_index(i).cloned().map_or(Reply::Nil, Reply::Bulk)
             }
             SReadOp::RandMember(Some(n)) => {
                 if s.is_empty() || *n == 0 {
                     return Reply::Array(vec![]);
                 }
-                srandmember(s, *n, ks.revision())
+                srandmember(s, *n, super::draw::seed(ks))
             }
             SReadOp::Scan(cursor, opts) => {
                 if set.is_none() {

@@ -331,6 +331,24 @@ fn compare(a: &Item, b: &Item, alpha: bool, by_pattern: bool) -> Ordering {
     a.elem.cmp(&b.elem)
 }
 
+impl Sort {
+    /// The SORT a script runs: a set sorted `BY` a pattern without `*` (no sort) is sorted
+    /// ALPHA instead, as Redis does for a script's SORT so that its output does not depend
+    /// on the set's internal order.
+    pub fn for_script(mut self, ks: &Keyspace, now: u64) -> Sort {
+        let dontsort = self.by.as_ref().is_some_and(|b| !b.contains(&b'*'));
+        let set = matches!(
+            ks.get(&self.key, now).map(|e| &e.value),
+            Some(Value::Set(_))
+        );
+        if dontsort && set {
+            self.by = None;
+            self.alpha = true;
+        }
+        self
+    }
+}
+
 impl Replicated for Sort {
     fn is_read(&self) -> bool {
         self.store.is_none()

@@ -921,13 +921,13 @@ impl Replicated for ZRead {
             ZReadOp::Count(r) => Reply::Int(z.by_score(r).len() as i64),
             ZReadOp::LexCount(r) => Reply::Int(z.by_lex(r).len() as i64),
             ZReadOp::RandOne => {
-                let mut rng = Rng::new(ks.revision());
+                let mut rng = Rng::new(super::draw::seed(ks));
                 let i = rng.below(z.len().max(1));
                 z.iter()
                     .nth(i)
                     .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.clone()))
             }
-            ZReadOp::Rand(n, ws) => rand_members(z, *n, *ws, ks.revision()),
+            ZReadOp::Rand(n, ws) => rand_members(z, *n, *ws, super::draw::seed(ks)),
             ZReadOp::Scan(cursor, opts) => scan(z, *cursor, opts),
         }
     }

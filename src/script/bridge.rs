@@ -8,7 +8,7 @@ use mlua::{Lua, MultiValue, Value};
 use super::convert::{fmt_g17, reply_to_lua};
 use super::cost::{self, CostModel, BASE};
 use crate::cmd::keys::SCAN_STEP_MAX;
-use crate::cmd::{self, ConnCmd, Ctx, Request, Spec};
+use crate::cmd::{self, Command, ConnCmd, Ctx, Request, Spec};
 use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -92,6 +92,10 @@ pub fn execute(
     }
     match (spec.parse)(&mut Args::new(argv)) {
         Err(reply) => reply,
+        Ok(Request::Read(Command::Sort(s))) => {
+            let ks = access.ks();
+            Command::Sort(s.for_script(ks, now)).query(ks, now)
+        }
         Ok(Request::Read(c)) => c.query(access.ks(), now),
         Ok(Request::Write(c)) => match access {
             Access::Read(_) => read_only_script(),

@@ -148,7 +148,8 @@ async fn serve_local(
                     keys.push((k.clone(), p.reply));
                     continue;
                 }
-                cmd => cmd.query(&st.ks, now),
+                // A client's read: its random draws are its own (cmd/draw.rs).
+                cmd => crate::cmd::draw::fresh(|| cmd.query(&st.ks, now)),
             };
             let _ = p.reply.send(reply);
         }

@@ -72,6 +72,9 @@ pub struct Session {
     reply_off: bool,
     /// CLIENT REPLY SKIP: how many more commands get no reply (the SKIP and the next one).
     reply_skip: u8,
+    /// The command just run was a (un)subscription: its confirmations are pushed even under
+    /// CLIENT REPLY OFF or SKIP, as Redis pushes them (its `CLIENT_PUSHING`).
+    pushing: bool,
     /// MONITOR: the node's command lines, while this connection monitors.
     monitor: Option<super::monitor::Feed>,
     /// Bytes the client sent while a blocking command waited (`session::hangup`): parsed
@@ -192,6 +195,7 @@ pub async fn serve(
             killed: shared_killed,
             reply_off: false,
             reply_skip: 0,
+            pushing: false,
             monitor: None,
             early_input: BytesMut::new(),
         };
@@ -325,8 +329,10 @@ impl Session {
         if let (Some(spec), Some(argv)) = (spec, watched) {
             self.feed_monitors(spec, &argv);
         }
-        // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
-        let silent = self.reply_off || self.reply_skip > 0;
+        // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent (unless it is a
+        // pushed subscription confirmation).
+        let silent = (self.reply_off || self.reply_skip > 0) && !self.pushing;
+        self.pushing = false;
         self.reply_skip = self.reply_skip.saturating_sub(1);
         if silent {
             if let Some(last) = self.slots.pop() {
@@ -493,6 +499,7 @@ impl Session {
                     .clients
                     .set_subscriptions(self.id, self.pubsub.subscriptions());
                 self.slots.extend(replies.into_iter().map(Slot::Ready));
+                self.pushing = true;
             }
             Ok(Request::Conn(ConnCmd::Monitor)) => {
                 // Redis ignores a second MONITOR without a reply.

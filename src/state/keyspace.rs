@@ -137,9 +137,10 @@ pub struct Keyspace {
     /// Clients blocked in a pop, per key, in arrival order ([`super::popq`]).
     pub(super) popq: BTreeMap<Bytes, VecDeque<super::popq::PopWaiter>>,
     pub(super) dirty_popq: BTreeSet<Bytes>,
-    /// Keys with waiters that a command has written since they were last served (not state:
-    /// emptied by the serving step after every top-level command).
-    pub(super) ready: BTreeSet<Bytes>,
+    /// Keys with waiters that a command has written since they were last served, in the order
+    /// they first became ready, as Redis's `ready_keys` list (not state: emptied by the serving
+    /// step after every top-level command).
+    pub(super) ready: VecDeque<Bytes>,
     /// Sizes at which `entries` and `fences` are next rebuilt with full nodes.
     compact_entries_at: usize,
     compact_fences_at: usize,

@@ -150,14 +150,16 @@ impl Keyspace {
 
     /// Marks `key` ready if clients wait on it (called when a command leaves data there).
     pub(super) fn mark_ready(&mut self, key: &Bytes) {
-        if self.popq.contains_key(key) {
-            self.ready.insert(key.clone());
+        if self.popq.contains_key(key) && !self.ready.contains(key) {
+            self.ready.push_back(key.clone());
         }
     }
 
-    /// Takes the next ready key, in key order (deterministic), if any.
+    /// Takes the next ready key, in the order keys became ready (deterministic: the order of
+    /// the writes in the log), if any. Redis serves its ready keys in this order too: a
+    /// transaction that pushes onto `b` and then `a` serves `b`'s clients first.
     pub fn next_ready(&mut self) -> Option<Bytes> {
-        self.ready.pop_first()
+        self.ready.pop_front()
     }
 }
 
@@ -232,6 +234,18 @@ mod tests {
         ks.pop_enqueue(waiter(1, 1, 1, &["a"]));
         ks.mark_ready(&b("z"));
         ks.mark_ready(&b("a"));
+        assert_eq!(ks.next_ready(), Some(b("a")));
+        assert_eq!(ks.next_ready(), None);
+    }
+
+    #[test]
+    fn ready_keys_are_served_in_the_order_they_became_ready() {
+        let mut ks = Keyspace::default();
+        ks.pop_enqueue(waiter(1, 1, 1, &["b", "a"]));
+        ks.mark_ready(&b("b"));
+        ks.mark_ready(&b("a"));
+        ks.mark_ready(&b("b"));
+        assert_eq!(ks.next_ready(), Some(b("b")));
         assert_eq!(ks.next_ready(), Some(b("a")));
         assert_eq!(ks.next_ready(), None);
     }

@@ -106,7 +106,7 @@ fn debug_object_reports_the_encoding() {
     let mut c = pal.conn();
     c.c("SET n 12");
     c.c("RPUSH l a");
-    for (key, encoding) in [("n", "int"), ("l", "listpack")] {
+    for (key, encoding) in [("n", "int"), ("l", "quicklist")] {
         let r = String::from_utf8_lossy(&c.c(&format!("DEBUG OBJECT {key}"))).into_owned();
         assert!(
             r.starts_with("+Value at:") && r.contains(&format!(" encoding:{encoding} ")),

@@ -925,8 +925,7 @@ fn command_docs_names_match_redis() {
 /// port and dir (the test servers' own), appendonly and appendfsync (Palisade says what it
 /// does: `yes` and `always`; the harness starts Redis with `appendonly no`), CONFIG GET with
 /// several matches (Redis orders them by a seeded hash: see `config_get_globs_match_redis`),
-/// OBJECT ENCODING of lists (Palisade answers as Redis 7.2, whose small lists are listpacks;
-/// Debian's 7.0 always says quicklist), LATENCY DOCTOR and the HELP of MEMORY (their own
+/// LATENCY DOCTOR and the HELP of MEMORY (their own
 /// text), TIME, LASTSAVE and SLOWLOG entries (clocks: `server_clock_replies`).
 fn server_command_steps() -> Vec<Step> {
     let mut s: Vec<Step> = [

@@ -29,6 +29,7 @@ mod diff_server;
 mod diff_sets;
 mod diff_shard;
 mod diff_strings;
+mod diff_units;
 mod diff_zsets;
 mod differential;
 mod durability;

@@ -1,0 +1,56 @@
+//! The seed of the random replies: RANDOMKEY, SRANDMEMBER, HRANDFIELD, ZRANDMEMBER.
+//!
+//! Inside the log (a script, SPOP, a transaction) a draw must be the same on every replica,
+//! so it is seeded with the keyspace's revision alone. A client's own read is served by one
+//! node and replicates nothing, so it may differ from one call to the next, as Redis's does:
+//! the read path runs it inside [`fresh`], which mixes a per-call salt into the seed. Without
+//! it, a hundred HRANDFIELD calls between two writes all answered the same field.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::state::Keyspace;
+
+thread_local! {
+    /// The salt of the read running on this thread; 0 (none) outside [`fresh`].
+    static SALT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts the reads run inside [`fresh`].
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// The seed for a draw from `ks`: its revision, salted inside [`fresh`].
+pub fn seed(ks: &Keyspace) -> u64 {
+    ks.revision() ^ SALT.with(Cell::get)
+}
+
+/// Runs `f` (a client's read, outside the log) with a salt of its own, so that its draws
+/// differ from those of the reads before it.
+pub fn fresh<R>(f: impl FnOnce() -> R) -> R {
+    let n = CALLS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    // splitmix64 of the call number: well-spread bits, never 0 for the calls that happen.
+    let mut z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let salt = (z ^ (z >> 31)) | 1;
+    let before = SALT.with(|s| s.replace(salt));
+    let out = f();
+    SALT.with(|s| s.set(before));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_fixed_in_the_log_and_fresh_for_a_read() {
+        let ks = Keyspace::default();
+        assert_eq!(seed(&ks), seed(&ks));
+        assert_eq!(seed(&ks), ks.revision());
+        let a = fresh(|| seed(&ks));
+        let b = fresh(|| seed(&ks));
+        assert_ne!(a, b);
+        assert_eq!(seed(&ks), ks.revision(), "the salt is gone after the read");
+    }
+}
