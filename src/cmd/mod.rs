@@ -64,6 +64,7 @@ pub mod pubsub;
 pub mod raft;
 pub mod registry;
 pub mod rename;
+pub mod rlock;
 pub mod renew;
 pub mod role;
 pub mod save;
@@ -141,6 +142,7 @@ registry::commands! {
     bitfield: [108 => BitField(BitField), 109 => BitFieldRo(BitFieldRo)],
     lcs: [56 => Lcs(Lcs)],
     lock: [13 => Lock(Lock), 36 => Acquire(Acquire)],
+    rlock: [125 => Hold(Hold)],
     unlock: [14 => Unlock(Unlock)],
     renew: [15 => Renew(Renew)],
     lockinfo: [16 => LockInfo(LockInfo)],

@@ -13,6 +13,7 @@ mod acl;
 mod blocking;
 mod hangup;
 mod lockwait;
+use lockwait::Queued;
 mod pubsub;
 pub mod stats;
 mod txn;
@@ -428,7 +429,12 @@ impl Session {
             Ok(Request::Write(Command::Acquire(lock))) if lock.wait_ms.is_some() => {
                 self.finish_slots(stream).await?;
                 let lock = self.shared.with_default_delay(lock);
-                let reply = self.lock_wait(lock, stream).await;
+                let reply = self.lock_wait(Queued::Exclusive(lock), stream).await;
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Write(Command::Hold(hold))) if hold.wait_ms.is_some() => {
+                self.finish_slots(stream).await?;
+                let reply = self.lock_wait(Queued::Hold(hold), stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
             Ok(Request::Write(c)) if blocking::wait_spec(&c).is_some() => {
@@ -837,6 +843,7 @@ impl Session {
             || matches!(
                 spec.name,
                 "eval" | "evalsha" | "publish" | "spublish" | "exec" | "lock" | "unlock" | "renew"
+                    | "rlock" | "semacquire"
             );
         loop {
             let changed = clients.pause_changed.notified();

@@ -47,8 +47,11 @@ pub struct Waiter {
     pub deadline: Option<u64>,
 }
 
-/// A key's queue and lock-delay.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A key's queue and lock-delay, and the holders of a shared lock or semaphore.
+///
+/// Stored with postcard. `kinds` was added after the first three fields: a record written
+/// before it (three fields) reads with `kinds` empty (see the `Deserialize` impl below).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LockMeta {
     /// Waiters in arrival (log) order.
     pub queue: VecDeque<Waiter>,
@@ -57,12 +60,130 @@ pub struct LockMeta {
     pub delay: Option<(u64, u64)>,
     /// No grant before this cluster time (a lease with a lock-delay expired).
     pub blocked_until: u64,
+    /// The shared and semaphore side: waiters' modes and the holders.
+    pub kinds: Kinds,
+}
+
+/// How a lock is held or asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// LOCK: one holder, alone.
+    Exclusive,
+    /// RLOCK: any number of holders together, never beside an exclusive one.
+    Shared,
+    /// SEMACQUIRE with this LIMIT: at most that many holders.
+    Semaphore(u32),
+}
+
+impl Mode {
+    /// The name LOCKINFO reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared => "shared",
+            Mode::Semaphore(_) => "semaphore",
+        }
+    }
+}
+
+/// One holder of a shared lock or a semaphore permit: its own lease and token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The owner.
+    pub owner: Bytes,
+    /// Its fencing token (the revision of its grant).
+    pub token: u64,
+    /// Cluster time its lease ends.
+    pub expire_at: u64,
+    /// Renewed (RENEW, or re-acquired by its owner) since the grant.
+    pub renewed: bool,
+}
+
+/// The shared and semaphore side of a key's lock record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kinds {
+    /// The mode of every queued waiter that is not exclusive (a waiter missing here is an
+    /// exclusive LOCK), by waiter id.
+    pub modes: Vec<(WaiterId, Mode)>,
+    /// How the holders hold the key: [`Mode::Shared`] or [`Mode::Semaphore`]; `None` while
+    /// nobody holds it that way.
+    pub mode: Option<Mode>,
+    /// The holders, in grant order (never empty while `mode` is set).
+    pub holders: Vec<Holder>,
+}
+
+impl<'de> Deserialize<'de> for LockMeta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LockMeta;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a lock record")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<LockMeta, A::Error> {
+                use serde::de::Error;
+                let queue = s.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let delay = s.next_element()?.ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let blocked_until =
+                    s.next_element()?.ok_or_else(|| A::Error::invalid_length(2, &self))?;
+                // A record written before `kinds` existed ends here: postcard reports the
+                // end of its input as an error, which means "no kinds".
+                let kinds = s.next_element().ok().flatten().unwrap_or_default();
+                Ok(LockMeta {
+                    queue,
+                    delay,
+                    blocked_until,
+                    kinds,
+                })
+            }
+        }
+        const FIELDS: &[&str] = &["queue", "delay", "blocked_until", "kinds"];
+        d.deserialize_struct("LockMeta", FIELDS, V)
+    }
 }
 
 impl LockMeta {
     /// True when the record holds nothing worth keeping at `now`.
     fn idle(&self, now: u64) -> bool {
-        self.queue.is_empty() && self.delay.is_none() && self.blocked_until <= now
+        self.queue.is_empty()
+            && self.delay.is_none()
+            && self.blocked_until <= now
+            && self.kinds.holders.is_empty()
+            && self.kinds.modes.is_empty()
+    }
+
+    /// The mode of a queued waiter.
+    fn mode_of(&self, id: WaiterId) -> Mode {
+        self.kinds
+            .modes
+            .iter()
+            .find(|(w, _)| *w == id)
+            .map_or(Mode::Exclusive, |(_, m)| *m)
+    }
+
+    /// True if a hold in `mode` fits beside the current shared or semaphore holders (the
+    /// caller has checked that no exclusive lease is held).
+    fn admits(&self, mode: Mode) -> bool {
+        let k = &self.kinds;
+        match mode {
+            Mode::Exclusive => k.holders.is_empty(),
+            Mode::Shared => k.holders.is_empty() || k.mode == Some(Mode::Shared),
+            Mode::Semaphore(n) => {
+                k.holders.is_empty()
+                    || (matches!(k.mode, Some(Mode::Semaphore(_))) && k.holders.len() < n as usize)
+            }
+        }
+    }
+
+    /// Drops the modes of waiters no longer queued.
+    fn tidy(&mut self) {
+        let queue = &self.queue;
+        self.kinds
+            .modes
+            .retain(|(id, _)| queue.iter().any(|w| w.id == *id));
+        if self.kinds.holders.is_empty() {
+            self.kinds.mode = None;
+        }
     }
 }
 
@@ -142,6 +263,11 @@ pub enum Acquired {
     Busy,
 }
 
+/// The error of a SEMACQUIRE whose LIMIT differs from the one its key is held or awaited with.
+pub const LIMIT_MISMATCH: &str = "ERR semaphore limit mismatch";
+/// The error of an RLOCK on a semaphore, or a SEMACQUIRE on a shared lock.
+pub const KIND_MISMATCH: &str = "ERR lock kind mismatch: the key is held or awaited in another mode";
+
 impl Keyspace {
     /// Takes or queues for a lock at `now`; a grant's token is `revision`.
     pub fn lock_acquire(&mut self, a: Acquire<'_>, now: u64, revision: u64) -> Acquired {
@@ -175,14 +301,110 @@ impl Keyspace {
             delay_ms: a.delay_ms,
             deadline,
         };
-        let meta = self.lock_meta_mut(a.key);
-        // A retry by an owner already queued keeps its place (its earlier request may have
-        // been queued even though its client saw no reply).
+        self.enqueue(a.key, waiter, Mode::Exclusive);
+        Acquired::Queued
+    }
+
+    /// RLOCK (`Mode::Shared`) and SEMACQUIRE (`Mode::Semaphore`): takes or queues for a
+    /// hold of `key` at `now`; a grant's token is `revision` (or a new one, see
+    /// [`Keyspace::take_token`]). A holder asking again gets its own token and a new lease.
+    /// An error reply's text when the key is held or awaited in another mode (a shared lock
+    /// and a semaphore, or two semaphore limits). `a.delay_ms` is ignored: lock-delays are
+    /// for exclusive leases.
+    pub fn lock_acquire_kind(
+        &mut self,
+        a: Acquire<'_>,
+        mode: Mode,
+        now: u64,
+        revision: u64,
+    ) -> Result<Acquired, &'static str> {
+        self.settle_lock(a.key, now, revision);
+        if let Some(meta) = self.lock_meta(a.key) {
+            let held = meta.kinds.mode.into_iter();
+            let queued = meta.kinds.modes.iter().map(|(_, m)| *m);
+            for other in held.chain(queued) {
+                match (other, mode) {
+                    (Mode::Semaphore(x), Mode::Semaphore(y)) if x != y => {
+                        return Err(LIMIT_MISMATCH)
+                    }
+                    (Mode::Semaphore(_), Mode::Shared) | (Mode::Shared, Mode::Semaphore(_)) => {
+                        return Err(KIND_MISMATCH)
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(pos) = meta.kinds.holders.iter().position(|h| h.owner == a.owner) {
+                let meta = self.lock_meta_mut(a.key);
+                let h = &mut meta.kinds.holders[pos];
+                h.expire_at = now.saturating_add(a.ttl_ms);
+                h.renewed = true;
+                let token = h.token;
+                self.emit_lock(LockEventKind::Renewed, a.key, token, a.owner, None);
+                return Ok(Acquired::Held(token));
+            }
+        }
+        let free = self.get(a.key, now).is_none()
+            && self.lock_meta(a.key).is_none_or(|m| {
+                m.queue.is_empty() && m.blocked_until <= now && m.admits(mode)
+            });
+        if free {
+            let token = self.grant_hold(a.key, mode, a.owner, a.ttl_ms, None, now, revision);
+            return Ok(Acquired::Granted(token));
+        }
+        let Some((id, deadline)) = a.wait else {
+            return Ok(Acquired::Busy);
+        };
+        let waiter = Waiter {
+            id,
+            owner: a.owner.clone(),
+            ttl_ms: a.ttl_ms,
+            delay_ms: 0,
+            deadline,
+        };
+        self.enqueue(a.key, waiter, mode);
+        Ok(Acquired::Queued)
+    }
+
+    /// Puts a waiter at the end of the queue of `key`. A retry by an owner already queued
+    /// keeps its place (its earlier request may have been queued even though its client saw
+    /// no reply), with the new request's waiter and mode.
+    fn enqueue(&mut self, key: &Bytes, waiter: Waiter, mode: Mode) {
+        let meta = self.lock_meta_mut(key);
+        let id = waiter.id;
         match meta.queue.iter_mut().find(|w| w.owner == waiter.owner) {
             Some(w) => *w = waiter,
             None => meta.queue.push_back(waiter),
         }
-        Acquired::Queued
+        if mode != Mode::Exclusive {
+            meta.kinds.modes.push((id, mode));
+        }
+        meta.tidy();
+    }
+
+    /// The token `owner` holds `key` with at `now`, in any mode.
+    pub fn lock_holder_token(&self, key: &[u8], owner: &[u8], now: u64) -> Option<u64> {
+        if let Some(e) = self.get(key, now) {
+            return match &e.value {
+                Value::Str(v) if v == owner => Some(e.token),
+                _ => None,
+            };
+        }
+        self.lock_holders(key, now)
+            .and_then(|(_, hs)| hs.into_iter().find(|h| h.owner == owner))
+            .map(|h| h.token)
+    }
+
+    /// The mode and live holders of a shared lock or semaphore at `now`.
+    pub fn lock_holders(&self, key: &[u8], now: u64) -> Option<(Mode, Vec<&Holder>)> {
+        let meta = self.lock_meta(key)?;
+        let mode = meta.kinds.mode?;
+        let live: Vec<&Holder> = meta
+            .kinds
+            .holders
+            .iter()
+            .filter(|h| h.expire_at > now)
+            .collect();
+        (!live.is_empty()).then_some((mode, live))
     }
 
     /// UNLOCK: releases the lock if `owner` holds it and grants it to the next waiter.
@@ -194,9 +416,32 @@ impl Keyspace {
                 token,
                 ..
             }) if v == owner => *token,
-            _ => return false,
+            _ => return self.release_holder(key, |h| h.owner == owner, now, revision),
         };
         self.release(key, token, now, revision);
+        true
+    }
+
+    /// Releases the first shared or semaphore holder of `key` that `which` picks, and
+    /// grants the key to the waiters it frees. True if one was released.
+    fn release_holder(
+        &mut self,
+        key: &Bytes,
+        which: impl Fn(&Holder) -> bool,
+        now: u64,
+        revision: u64,
+    ) -> bool {
+        let Some(pos) = self
+            .lock_meta(key)
+            .and_then(|m| m.kinds.holders.iter().position(&which))
+        else {
+            return false;
+        };
+        let meta = self.lock_meta_mut(key);
+        let h = meta.kinds.holders.remove(pos);
+        meta.tidy();
+        self.emit_lock(LockEventKind::Released, key, h.token, &h.owner, None);
+        self.settle_lock(key, now, revision);
         true
     }
 
@@ -224,7 +469,13 @@ impl Keyspace {
                 self.release(key, token, now, revision);
                 true
             }
-            _ => false,
+            Some(_) => false,
+            None => self.release_holder(
+                key,
+                |h| h.token == token && h.owner == owner && !h.renewed,
+                now,
+                revision,
+            ),
         }
     }
 
@@ -262,7 +513,21 @@ impl Keyspace {
                 token,
                 ..
             }) if v == owner => *token,
-            _ => return None,
+            Some(_) => return None,
+            None => {
+                let pos = self
+                    .lock_meta(key)?
+                    .kinds
+                    .holders
+                    .iter()
+                    .position(|h| h.owner == owner)?;
+                let h = &mut self.lock_meta_mut(key).kinds.holders[pos];
+                h.expire_at = now.saturating_add(ttl_ms);
+                h.renewed = true;
+                let token = h.token;
+                self.emit_lock(LockEventKind::Renewed, key, token, owner, None);
+                return Some(token);
+            }
         };
         self.set_expire(key, Some(now.saturating_add(ttl_ms)), now);
         self.emit_lock(LockEventKind::Renewed, key, token, owner, None);
@@ -278,8 +543,12 @@ impl Keyspace {
         let Some(pos) = meta.queue.iter().position(|w| w.id == id) else {
             return false;
         };
-        self.lock_meta_mut(key).queue.remove(pos);
+        let meta = self.lock_meta_mut(key);
+        meta.queue.remove(pos);
+        meta.tidy();
         self.drop_lock_meta_if_idle(key, now);
+        // The waiter may have kept readers or permits from the waiters behind it.
+        self.settle_lock(key, now, self.revision());
         true
     }
 
@@ -297,6 +566,7 @@ impl Keyspace {
             let meta = self.lock_meta_mut(&key);
             let before = meta.queue.len();
             meta.queue.retain(|w| !is_stale(w, node, boot));
+            meta.tidy();
             dropped += before - meta.queue.len();
             self.drop_lock_meta_if_idle(&key, now);
         }
@@ -341,6 +611,7 @@ impl Keyspace {
     /// grant a revision of its own.
     pub fn settle_lock(&mut self, key: &Bytes, now: u64, revision: u64) -> bool {
         self.expire_lease(key, now);
+        self.expire_holders(key, now);
         let Some(meta) = self.lock_meta(key) else {
             return false;
         };
@@ -348,30 +619,97 @@ impl Keyspace {
             self.drop_lock_meta_if_idle(key, now);
             return false;
         }
-        let meta = self.lock_meta_mut(key);
-        let mut next = None;
-        while let Some(w) = meta.queue.pop_front() {
-            if w.deadline.is_none_or(|d| d > now) {
-                next = Some(w);
+        // Grants from the head while the head fits: one exclusive waiter, or every shared
+        // waiter (semaphore waiter, up to the limit) at the head together.
+        let mut granted = false;
+        loop {
+            let meta = self.lock_meta_mut(key);
+            while meta
+                .queue
+                .front()
+                .is_some_and(|w| w.deadline.is_some_and(|d| d <= now))
+            {
+                meta.queue.pop_front();
+            }
+            let Some(mode) = meta.queue.front().map(|w| meta.mode_of(w.id)) else {
+                break;
+            };
+            if !meta.admits(mode) {
                 break;
             }
-        }
-        let granted = next.is_some();
-        if let Some(w) = next {
+            let Some(w) = meta.queue.pop_front() else {
+                break;
+            };
+            meta.tidy();
+            granted = true;
             // Its own revision, even when this command granted or wrote before (an UNLOCK
             // that settles, releases, then settles again; a MULTI or script).
-            self.grant(
-                key,
-                &w.owner,
-                w.ttl_ms,
-                w.delay_ms,
-                Some(w.id),
-                now,
-                revision,
-            );
+            if mode == Mode::Exclusive {
+                self.grant(
+                    key,
+                    &w.owner,
+                    w.ttl_ms,
+                    w.delay_ms,
+                    Some(w.id),
+                    now,
+                    revision,
+                );
+                break;
+            }
+            self.grant_hold(key, mode, &w.owner, w.ttl_ms, Some(w.id), now, revision);
+        }
+        if let Some(meta) = self.lock_meta(key) {
+            if meta.kinds.modes.len() > meta.queue.len() {
+                self.lock_meta_mut(key).tidy();
+            }
         }
         self.drop_lock_meta_if_idle(key, now);
         granted
+    }
+
+    /// Removes the shared or semaphore holders of `key` whose lease has run out at `now`,
+    /// reporting each expiry.
+    fn expire_holders(&mut self, key: &Bytes, now: u64) {
+        let expired = self
+            .lock_meta(key)
+            .is_some_and(|m| m.kinds.holders.iter().any(|h| h.expire_at <= now));
+        if !expired {
+            return;
+        }
+        let meta = self.lock_meta_mut(key);
+        let (gone, kept): (Vec<Holder>, Vec<Holder>) = std::mem::take(&mut meta.kinds.holders)
+            .into_iter()
+            .partition(|h| h.expire_at <= now);
+        meta.kinds.holders = kept;
+        meta.tidy();
+        for h in gone {
+            self.emit_lock(LockEventKind::Expired, key, h.token, &h.owner, None);
+        }
+    }
+
+    /// Gives a shared hold or a semaphore permit of `key` to `owner`; returns its token.
+    #[allow(clippy::too_many_arguments)]
+    fn grant_hold(
+        &mut self,
+        key: &Bytes,
+        mode: Mode,
+        owner: &Bytes,
+        ttl_ms: u64,
+        waiter: Option<WaiterId>,
+        now: u64,
+        revision: u64,
+    ) -> u64 {
+        let token = self.take_token(revision, true);
+        let meta = self.lock_meta_mut(key);
+        meta.kinds.mode = Some(mode);
+        meta.kinds.holders.push(Holder {
+            owner: owner.clone(),
+            token,
+            expire_at: now.saturating_add(ttl_ms),
+            renewed: false,
+        });
+        self.emit_lock(LockEventKind::Granted, key, token, owner, waiter);
+        token
     }
 
     /// Keys whose queue or lock-delay needs an entry at `now`: a waiter with a free or
@@ -384,7 +722,11 @@ impl Keyspace {
                 let stored = self.entries().get(*k);
                 let expired = stored.is_some_and(|e| !e.live(now));
                 let free = stored.is_none() || expired;
-                expired || m.idle(now) || (free && !m.queue.is_empty() && m.blocked_until <= now)
+                let lapsed = m.kinds.holders.iter().any(|h| h.expire_at <= now);
+                expired
+                    || lapsed
+                    || m.idle(now)
+                    || (free && !m.queue.is_empty() && m.blocked_until <= now)
             })
             .take(limit)
             .map(|(k, _)| k.clone())
@@ -411,8 +753,9 @@ impl Keyspace {
 
     /// True while a lock-delay keeps `key` from being granted.
     fn lock_blocked(&self, key: &[u8], now: u64) -> bool {
-        self.lock_meta(key)
-            .is_some_and(|m| m.blocked_until > now || !m.queue.is_empty())
+        self.lock_meta(key).is_some_and(|m| {
+            m.blocked_until > now || !m.queue.is_empty() || !m.kinds.holders.is_empty()
+        })
     }
 
     /// Gives the lock to `owner` and returns its token: `revision`, or a new revision if
