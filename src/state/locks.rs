@@ -1094,6 +1094,130 @@ mod tests {
         assert_eq!(ch.locks, vec![(b("k"), before)]);
     }
 
+    /// An RLOCK (or SEMACQUIRE with `mode`) at `now` with revision `rev`.
+    fn hold(
+        ks: &mut Keyspace,
+        mode: Mode,
+        owner: &str,
+        seq: Option<u64>,
+        now: u64,
+        rev: u64,
+    ) -> Result<Acquired, &'static str> {
+        let (key, owner) = (b("k"), b(owner));
+        let a = Acquire {
+            key: &key,
+            owner: &owner,
+            ttl_ms: 1000,
+            delay_ms: 0,
+            wait: seq.map(|s| (id(s), None)),
+        };
+        ks.lock_acquire_kind(a, mode, now, rev)
+    }
+
+    fn holders(ks: &Keyspace, now: u64) -> Vec<(Bytes, u64)> {
+        ks.lock_holders(b"k", now)
+            .map(|(_, hs)| hs.iter().map(|h| (h.owner.clone(), h.token)).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn readers_share_writers_wait_and_the_queue_is_fifo() {
+        let mut ks = Keyspace::default();
+        let r = Mode::Shared;
+        assert_eq!(hold(&mut ks, r, "r1", None, 0, 1), Ok(Acquired::Granted(1)));
+        assert_eq!(hold(&mut ks, r, "r2", None, 1, 2), Ok(Acquired::Granted(2)));
+        // A reader asking again keeps its token.
+        assert_eq!(hold(&mut ks, r, "r1", None, 2, 3), Ok(Acquired::Held(1)));
+        // A writer is refused, or waits, while readers hold the key.
+        assert_eq!(lock(&mut ks, "w", 1000, 0, None, 3, 4), Acquired::Busy);
+        assert_eq!(lock(&mut ks, "w", 1000, 0, Some(5), 4, 5), Acquired::Queued);
+        // A reader behind a queued writer waits too (no writer starvation).
+        assert_eq!(hold(&mut ks, r, "r3", None, 5, 6), Ok(Acquired::Busy));
+        assert_eq!(hold(&mut ks, r, "r3", Some(7), 6, 7), Ok(Acquired::Queued));
+        assert_eq!(hold(&mut ks, r, "r4", Some(8), 7, 8), Ok(Acquired::Queued));
+        ks.take_events();
+        assert!(ks.lock_release(&b("k"), b"r1", 8, 9));
+        assert_eq!(holder(&ks, 8), None, "r2 still reads");
+        assert!(ks.lock_release(&b("k"), b"r2", 9, 10));
+        assert_eq!(holder(&ks, 9), Some((b("w"), 10)));
+        assert!(holders(&ks, 9).is_empty());
+        // The writer's release grants both readers at the head together, each its token.
+        assert!(ks.lock_release(&b("k"), b"w", 10, 11));
+        assert_eq!(holders(&ks, 10), vec![(b("r3"), 11), (b("r4"), 12)]);
+        assert_eq!(
+            grants(&mut ks),
+            vec![(b("w"), 10, Some(5)), (b("r3"), 11, Some(7)), (b("r4"), 12, Some(8))]
+        );
+        // RENEW keeps a reader's token; the lease expires on its own.
+        assert_eq!(ks.lock_renew(&b("k"), &b("r3"), 5000, 11, 13), Some(11));
+        ks.settle_lock(&b("k"), 1500, 14);
+        assert_eq!(holders(&ks, 1500), vec![(b("r3"), 11)], "r4's lease ran out");
+        assert_eq!(ks.lock_holder_token(b"k", b"r3", 1500), Some(11));
+        assert!(ks.lock_release(&b("k"), b"r3", 1600, 15));
+        assert!(ks.lock_meta(b"k").is_none(), "nothing left");
+    }
+
+    #[test]
+    fn a_semaphore_keeps_its_limit_and_refuses_another() {
+        let mut ks = Keyspace::default();
+        let s2 = Mode::Semaphore(2);
+        assert_eq!(hold(&mut ks, s2, "a", None, 0, 1), Ok(Acquired::Granted(1)));
+        assert_eq!(hold(&mut ks, s2, "b", None, 0, 2), Ok(Acquired::Granted(2)));
+        assert_eq!(hold(&mut ks, s2, "c", None, 0, 3), Ok(Acquired::Busy));
+        assert_eq!(hold(&mut ks, s2, "c", Some(4), 0, 4), Ok(Acquired::Queued));
+        assert_eq!(
+            hold(&mut ks, Mode::Semaphore(3), "d", None, 0, 5),
+            Err(LIMIT_MISMATCH)
+        );
+        assert_eq!(
+            hold(&mut ks, Mode::Shared, "d", None, 0, 6),
+            Err(KIND_MISMATCH)
+        );
+        assert_eq!(lock(&mut ks, "w", 1000, 0, None, 0, 7), Acquired::Busy);
+        ks.take_events();
+        // A permit's lease runs out alone: c takes it.
+        assert_eq!(ks.lock_renew(&b("k"), &b("a"), 5000, 10, 8), Some(1));
+        assert_eq!(ks.locks_due(1000, 10), vec![b("k")]);
+        ks.settle_lock(&b("k"), 1000, 9);
+        assert_eq!(holders(&ks, 1000), vec![(b("a"), 1), (b("c"), 9)]);
+        // A grant that reached nobody is given back; a renewed one is not.
+        assert!(!ks.lock_release_grant(&b("k"), 1, b"a", 1001, 10));
+        assert!(ks.lock_release_grant(&b("k"), 9, b"c", 1001, 11));
+        assert_eq!(holders(&ks, 1001), vec![(b("a"), 1)]);
+    }
+
+    #[test]
+    fn a_record_written_before_kinds_reads_without_them() {
+        #[derive(Serialize)]
+        struct Old {
+            queue: VecDeque<Waiter>,
+            delay: Option<(u64, u64)>,
+            blocked_until: u64,
+        }
+        let w = Waiter {
+            id: id(3),
+            owner: b("o"),
+            ttl_ms: 5,
+            delay_ms: 0,
+            deadline: Some(9),
+        };
+        let old = Old {
+            queue: VecDeque::from(vec![w.clone()]),
+            delay: Some((1, 2)),
+            blocked_until: 7,
+        };
+        let bytes = postcard::to_allocvec(&old).unwrap();
+        let read: LockMeta = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(read.queue, old.queue);
+        assert_eq!((read.delay, read.blocked_until), (Some((1, 2)), 7));
+        assert_eq!(read.kinds, Kinds::default());
+        let mut new = read.clone();
+        new.kinds.mode = Some(Mode::Semaphore(4));
+        new.kinds.modes.push((id(3), Mode::Semaphore(4)));
+        let bytes = postcard::to_allocvec(&new).unwrap();
+        assert_eq!(postcard::from_bytes::<LockMeta>(&bytes).unwrap(), new);
+    }
+
     #[test]
     fn notifications_follow_redis_keyspace_channels() {
         let [(ch, msg), (ev, key)] =
