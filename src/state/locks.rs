@@ -623,20 +623,24 @@ impl Keyspace {
         // waiter (semaphore waiter, up to the limit) at the head together.
         let mut granted = false;
         loop {
-            let meta = self.lock_meta_mut(key);
-            while meta
-                .queue
-                .front()
-                .is_some_and(|w| w.deadline.is_some_and(|d| d <= now))
-            {
-                meta.queue.pop_front();
-            }
-            let Some(mode) = meta.queue.front().map(|w| meta.mode_of(w.id)) else {
+            // The first waiter whose wait has not run out; the ones before it are skipped
+            // only when it is granted (as a lone LOCK queue always did).
+            let Some(meta) = self.lock_meta(key) else {
                 break;
             };
+            let Some(pos) = meta
+                .queue
+                .iter()
+                .position(|w| w.deadline.is_none_or(|d| d > now))
+            else {
+                break;
+            };
+            let mode = meta.mode_of(meta.queue[pos].id);
             if !meta.admits(mode) {
                 break;
             }
+            let meta = self.lock_meta_mut(key);
+            meta.queue.drain(..pos);
             let Some(w) = meta.queue.pop_front() else {
                 break;
             };
