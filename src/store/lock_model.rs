@@ -708,6 +708,43 @@ mod tests {
         }
     }
 
+    /// SEMACQUIRE k0 (owner index) LIMIT `limit` PX 60000 (RLOCK without a limit).
+    fn hold(owner: usize, limit: Option<u32>, wait: Option<(u64, u64)>) -> Op {
+        Op::Hold {
+            key: 0,
+            owner,
+            ttl: 60_000,
+            wait,
+            limit,
+        }
+    }
+
+    /// Three owners ask for a semaphore of two permits and a reader waits behind a writer:
+    /// the checks see every hold and grant.
+    #[test]
+    fn a_semaphore_and_readers_keep_their_invariants() {
+        let mut w = World::default();
+        w.step(hold(0, Some(2), None));
+        w.step(hold(1, Some(2), None));
+        w.step(hold(2, Some(2), Some((1, 0))));
+        let (_, hs) = w.ks.lock_holders(b"k0", w.now).expect("held");
+        assert_eq!(hs.len(), 2);
+        w.step(Op::Line(0, 0, 0)); // UNLOCK k0 a: c takes its permit
+        assert_eq!(w.check.grants.len(), 1);
+        w.step(Op::Line(0, 1, 0));
+        w.step(Op::Line(0, 2, 0));
+        assert!(w.ks.lock_meta(b"k0").is_none());
+        // Readers, then a writer waits, then a reader queues behind it.
+        w.step(hold(0, None, None));
+        w.step(lock(1, Some((1, 0))));
+        w.step(hold(2, None, Some((2, 0))));
+        w.step(Op::Line(0, 0, 0)); // the reader leaves: the writer gets it
+        assert_eq!(w.ks.lock_holder_token(b"k0", b"b", w.now), w.check.grants.last().map(|g| g.1));
+        w.step(Op::Line(0, 1, 0)); // the writer leaves: the reader gets it
+        assert!(w.ks.lock_holders(b"k0", w.now).is_some());
+        assert_eq!(w.check.grants.len(), 3);
+    }
+
     /// LOCK k0 (owner index) PX 60000, waiting as (node, ms) if given.
     fn lock(owner: usize, wait: Option<(u64, u64)>) -> Op {
         Op::Lock {
