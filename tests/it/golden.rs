@@ -229,6 +229,7 @@ const RECIPES: &[&str] = &[
     "@lock-release-grant",
     "@eval-bounded",
     "@eval-ro-bounded",
+    "RLOCK k o PX 100 WAIT 5",
 ];
 
 fn fixture() -> PathBuf {
