@@ -155,9 +155,17 @@ mod tests {
             panic!("rlock")
         };
         assert_eq!((h.mode, h.ttl_ms, h.wait_ms), (Mode::Shared, 100, None));
-        let Ok(Request::Write(Command::Hold(h))) =
-            parse(&["semacquire", "k", "o", "LIMIT", "3", "PX", "100", "WAIT", "0"])
-        else {
+        let Ok(Request::Write(Command::Hold(h))) = parse(&[
+            "semacquire",
+            "k",
+            "o",
+            "LIMIT",
+            "3",
+            "PX",
+            "100",
+            "WAIT",
+            "0",
+        ]) else {
             panic!("semacquire")
         };
         assert_eq!((h.mode, h.wait_ms), (Mode::Semaphore(3), Some(0)));

@@ -842,8 +842,16 @@ impl Session {
         let write = spec.flags.contains(&"write")
             || matches!(
                 spec.name,
-                "eval" | "evalsha" | "publish" | "spublish" | "exec" | "lock" | "unlock" | "renew"
-                    | "rlock" | "semacquire"
+                "eval"
+                    | "evalsha"
+                    | "publish"
+                    | "spublish"
+                    | "exec"
+                    | "lock"
+                    | "unlock"
+                    | "renew"
+                    | "rlock"
+                    | "semacquire"
             );
         loop {
             let changed = clients.pause_changed.notified();

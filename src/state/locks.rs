@@ -120,12 +120,20 @@ impl<'de> Deserialize<'de> for LockMeta {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a lock record")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<LockMeta, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<LockMeta, A::Error> {
                 use serde::de::Error;
-                let queue = s.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &self))?;
-                let delay = s.next_element()?.ok_or_else(|| A::Error::invalid_length(1, &self))?;
-                let blocked_until =
-                    s.next_element()?.ok_or_else(|| A::Error::invalid_length(2, &self))?;
+                let queue = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let delay = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let blocked_until = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(2, &self))?;
                 // A record written before `kinds` existed ends here: postcard reports the
                 // end of its input as an error, which means "no kinds".
                 let kinds = s.next_element().ok().flatten().unwrap_or_default();
@@ -266,7 +274,8 @@ pub enum Acquired {
 /// The error of a SEMACQUIRE whose LIMIT differs from the one its key is held or awaited with.
 pub const LIMIT_MISMATCH: &str = "ERR semaphore limit mismatch";
 /// The error of an RLOCK on a semaphore, or a SEMACQUIRE on a shared lock.
-pub const KIND_MISMATCH: &str = "ERR lock kind mismatch: the key is held or awaited in another mode";
+pub const KIND_MISMATCH: &str =
+    "ERR lock kind mismatch: the key is held or awaited in another mode";
 
 impl Keyspace {
     /// Takes or queues for a lock at `now`; a grant's token is `revision`.
@@ -344,9 +353,9 @@ impl Keyspace {
             }
         }
         let free = self.get(a.key, now).is_none()
-            && self.lock_meta(a.key).is_none_or(|m| {
-                m.queue.is_empty() && m.blocked_until <= now && m.admits(mode)
-            });
+            && self
+                .lock_meta(a.key)
+                .is_none_or(|m| m.queue.is_empty() && m.blocked_until <= now && m.admits(mode));
         if free {
             let token = self.grant_hold(a.key, mode, a.owner, a.ttl_ms, None, now, revision);
             return Ok(Acquired::Granted(token));
@@ -1150,12 +1159,20 @@ mod tests {
         assert_eq!(holders(&ks, 10), vec![(b("r3"), 11), (b("r4"), 12)]);
         assert_eq!(
             grants(&mut ks),
-            vec![(b("w"), 10, Some(5)), (b("r3"), 11, Some(7)), (b("r4"), 12, Some(8))]
+            vec![
+                (b("w"), 10, Some(5)),
+                (b("r3"), 11, Some(7)),
+                (b("r4"), 12, Some(8))
+            ]
         );
         // RENEW keeps a reader's token; the lease expires on its own.
         assert_eq!(ks.lock_renew(&b("k"), &b("r3"), 5000, 11, 13), Some(11));
         ks.settle_lock(&b("k"), 1500, 14);
-        assert_eq!(holders(&ks, 1500), vec![(b("r3"), 11)], "r4's lease ran out");
+        assert_eq!(
+            holders(&ks, 1500),
+            vec![(b("r3"), 11)],
+            "r4's lease ran out"
+        );
         assert_eq!(ks.lock_holder_token(b"k", b"r3", 1500), Some(11));
         assert!(ks.lock_release(&b("k"), b"r3", 1600, 15));
         assert!(ks.lock_meta(b"k").is_none(), "nothing left");

@@ -354,8 +354,9 @@ impl Checker {
             };
             let writer = ks.get(key.as_bytes(), now);
             assert!(
-                !writer.is_some_and(|e| self.exclusive.contains(&e.token)
-                    && matches!(e.value, Value::Str(_))),
+                !writer.is_some_and(
+                    |e| self.exclusive.contains(&e.token) && matches!(e.value, Value::Str(_))
+                ),
                 "{key}: an exclusive lock beside {mode:?} holders"
             );
             match mode {
@@ -369,7 +370,11 @@ impl Checker {
             assert_eq!(owners.len(), hs.len(), "{key}: an owner holds twice");
             for h in &hs {
                 let mine = (Bytes::from_static(key.as_bytes()), h.owner.clone());
-                assert_eq!(self.tokens.get(&h.token), Some(&mine), "{key}: holder token");
+                assert_eq!(
+                    self.tokens.get(&h.token),
+                    Some(&mine),
+                    "{key}: holder token"
+                );
             }
         }
         for (key, m) in ks.lock_metas() {
@@ -739,7 +744,10 @@ mod tests {
         w.step(lock(1, Some((1, 0))));
         w.step(hold(2, None, Some((2, 0))));
         w.step(Op::Line(0, 0, 0)); // the reader leaves: the writer gets it
-        assert_eq!(w.ks.lock_holder_token(b"k0", b"b", w.now), w.check.grants.last().map(|g| g.1));
+        assert_eq!(
+            w.ks.lock_holder_token(b"k0", b"b", w.now),
+            w.check.grants.last().map(|g| g.1)
+        );
         w.step(Op::Line(0, 1, 0)); // the writer leaves: the reader gets it
         assert!(w.ks.lock_holders(b"k0", w.now).is_some());
         assert_eq!(w.check.grants.len(), 3);

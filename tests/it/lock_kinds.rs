@@ -45,9 +45,17 @@ fn readers_share_and_a_writer_waits_for_them_in_fifo_order() {
     r3.send(&words("RLOCK k r3 PX 60000 WAIT 20000"));
     let mut r4 = pal.conn();
     r4.send(&words("RLOCK k r4 PX 60000 WAIT 20000"));
-    assert!(info_shows(&mut a, "k", "\r\n:3\r\n", Duration::from_secs(5)));
+    assert!(info_shows(
+        &mut a,
+        "k",
+        "\r\n:3\r\n",
+        Duration::from_secs(5)
+    ));
     let info = String::from_utf8_lossy(&a.c("LOCKINFO k")).into_owned();
-    assert!(info.contains("shared") && info.contains("r1") && info.contains("r2"), "{info}");
+    assert!(
+        info.contains("shared") && info.contains("r1") && info.contains("r2"),
+        "{info}"
+    );
     assert_eq!(a.c("UNLOCK k r1"), b":1\r\n");
     assert_eq!(a.c("UNLOCK k r2"), b":1\r\n");
     let tw = token(&w.read_reply(), "writer");
@@ -60,7 +68,11 @@ fn readers_share_and_a_writer_waits_for_them_in_fifo_order() {
     assert_eq!(token(&a.c("RENEW k r3 PX 60000"), "renew"), t3);
     // A reader's token fences like a LOCK token.
     assert_eq!(a.c(&format!("FENCEDSET res v {t4}")), b"+OK\r\n");
-    assert!(a.c(&format!("FENCEDSET res v {t3}")).starts_with(b"-FENCED") || t3 > t4);
+    assert!(
+        a.c(&format!("FENCEDSET res v {t3}"))
+            .starts_with(b"-FENCED")
+            || t3 > t4
+    );
     assert_eq!(a.c("UNLOCK k r3"), b":1\r\n");
     assert_eq!(a.c("UNLOCK k r4"), b":1\r\n");
     assert_eq!(a.c("LOCKINFO k"), b"$-1\r\n");
@@ -78,17 +90,26 @@ fn a_semaphore_grants_its_limit_and_each_permit_expires_alone() {
         a.c("SEMACQUIRE s c LIMIT 3 PX 60000"),
         b"-ERR semaphore limit mismatch\r\n"
     );
-    assert!(a.c("RLOCK s c PX 60000").starts_with(b"-ERR lock kind mismatch"));
+    assert!(a
+        .c("RLOCK s c PX 60000")
+        .starts_with(b"-ERR lock kind mismatch"));
     assert_eq!(a.c("LOCK s c PX 60000"), b"$-1\r\n");
     assert!(a.c("SEMACQUIRE s c LIMIT 0 PX 60000").starts_with(b"-ERR"));
     let info = String::from_utf8_lossy(&a.c("LOCKINFO s")).into_owned();
-    assert!(info.contains("semaphore") && info.contains("limit"), "{info}");
+    assert!(
+        info.contains("semaphore") && info.contains("limit"),
+        "{info}"
+    );
     // c waits; a's permit expires on its own (b keeps its) and c takes it.
     let mut c = pal.conn();
     c.send(&words("SEMACQUIRE s c LIMIT 2 PX 60000 WAIT 10000"));
     let pc = token(&c.read_reply(), "c");
     assert!(pc > p2);
-    assert_eq!(a.c("RENEW s a PX 1000"), b"$-1\r\n", "a's permit has expired");
+    assert_eq!(
+        a.c("RENEW s a PX 1000"),
+        b"$-1\r\n",
+        "a's permit has expired"
+    );
     assert_eq!(token(&a.c("RENEW s b PX 60000"), "b renews"), p2);
     assert_eq!(a.c("UNLOCK s a"), b":0\r\n");
     assert_eq!(a.c("UNLOCK s b"), b":1\r\n");
@@ -104,7 +125,12 @@ fn a_killed_reader_leaves_the_queue_and_a_timed_out_one_gets_nil() {
     let mut r = pal.conn();
     let id = try_int(&r.c("CLIENT ID")).expect("CLIENT ID");
     r.send(&words("RLOCK k r PX 60000 WAIT 60000"));
-    assert!(info_shows(&mut admin, "k", "waiters", Duration::from_secs(5)));
+    assert!(info_shows(
+        &mut admin,
+        "k",
+        "waiters",
+        Duration::from_secs(5)
+    ));
     assert_eq!(admin.c(&format!("CLIENT KILL ID {id}")), b":1\r\n");
     let end = Instant::now() + Duration::from_secs(3);
     while String::from_utf8_lossy(&admin.c("LOCKINFO k")).contains("waiters") {
