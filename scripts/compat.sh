@@ -278,6 +278,8 @@ run_target() {
             env COMPAT_PROTOCOL=default .venv/bin/pytest tests/test_fenced_lock_recipe.py
         run_suite "$target" "$port" python "fenced-lock recipe (redis-py, RESP2)" "$(py_version .venv-redis5 redis)" pytest "$PY" \
             env COMPAT_PROTOCOL=default .venv-redis5/bin/pytest tests/test_fenced_lock_recipe.py
+        run_suite "$target" "$port" python "shared-lock and semaphore recipes (redis-py)" "$v" pytest "$PY" \
+            .venv/bin/pytest tests/test_shared_locks_recipe.py
     fi
     if wanted node; then
         run_suite "$target" "$port" node "ioredis (RESP2)" "$(node_version ioredis5)" tap "$NODE" \
