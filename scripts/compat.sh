@@ -296,6 +296,8 @@ run_target() {
             env COMPAT_IOREDIS=ioredis5 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
         run_suite "$target" "$port" node "fenced-lock recipe (ioredis, RESP3)" "$(node_version ioredis6)" tap "$NODE" \
             env COMPAT_IOREDIS=ioredis6 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
+        run_suite "$target" "$port" node "shared-lock and semaphore recipes (ioredis 5)" "$(node_version ioredis5)" tap "$NODE" \
+            env COMPAT_IOREDIS=ioredis5 node --test --test-reporter=tap test/shared-locks-recipe.test.mjs
     fi
     if wanted rust; then
         run_suite "$target" "$port" rust "redis crate (Script)" "$(rust_version redis)" cargo "$RUST" \
