@@ -631,12 +631,9 @@ impl Keyspace {
         // Grants from the head while the head fits: one exclusive waiter, or every shared
         // waiter (semaphore waiter, up to the limit) at the head together.
         let mut granted = false;
-        loop {
-            // The first waiter whose wait has not run out; the ones before it are skipped
-            // only when it is granted (as a lone LOCK queue always did).
-            let Some(meta) = self.lock_meta(key) else {
-                break;
-            };
+        // The first waiter whose wait has not run out; the ones before it are skipped only
+        // when it is granted (as a lone LOCK queue always did).
+        while let Some(meta) = self.lock_meta(key) {
             let Some(pos) = meta
                 .queue
                 .iter()
