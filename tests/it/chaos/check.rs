@@ -332,6 +332,18 @@ pub struct HoldSummary {
     pub max_permits: usize,
 }
 
+/// One acknowledged hold of any kind, and when it was certainly held.
+struct Held<'a> {
+    token: i64,
+    key: &'a str,
+    owner: &'a str,
+    /// `lock`, `rlock` or `semacquire` (empty: seen in RENEW replies only).
+    kind: &'a str,
+    from: u64,
+    until: u64,
+    ops: Vec<&'a Op>,
+}
+
 /// Checks LOCK, RLOCK and SEMACQUIRE together: each acknowledged grant is certainly held
 /// from the completion of the first request that returned its token until its lease could
 /// have run out (counted from the last acknowledged request's invocation, clock-rate slack
@@ -348,8 +360,7 @@ pub fn check_holds(
     let lease_us = ((ttl_ms as f64) * (1.0 - rate_slack) * 1000.0) as u64;
     let lease_us = lease_us.saturating_sub(2_000);
     let kinds = ["lock", "rlock", "semacquire"];
-    // token -> (key, owner, kind, held from, held until, ops)
-    let mut holds: BTreeMap<i64, (&str, &str, &str, u64, u64, Vec<&Op>)> = BTreeMap::new();
+    let mut holds: BTreeMap<i64, Held> = BTreeMap::new();
     for op in ops
         .iter()
         .filter(|o| kinds.contains(&o.f.as_str()) || o.f == "renew")
@@ -357,16 +368,21 @@ pub fn check_holds(
         let (Outcome::Ok, Some(token)) = (op.outcome, op.result_i64()) else {
             continue;
         };
-        let owner = op.arg.as_deref().unwrap_or("");
-        let h = holds
-            .entry(token)
-            .or_insert((&op.key, owner, "", u64::MAX, 0, Vec::new()));
+        let h = holds.entry(token).or_insert(Held {
+            token,
+            key: &op.key,
+            owner: op.arg.as_deref().unwrap_or(""),
+            kind: "",
+            from: u64::MAX,
+            until: 0,
+            ops: Vec::new(),
+        });
         if kinds.contains(&op.f.as_str()) {
-            h.2 = &op.f;
-            h.3 = h.3.min(op.ret);
+            h.kind = &op.f;
+            h.from = h.from.min(op.ret);
         }
-        h.4 = h.4.max(op.inv + lease_us);
-        h.5.push(op);
+        h.until = h.until.max(op.inv + lease_us);
+        h.ops.push(op);
     }
     let mut unlocks: HashMap<(&str, &str), u64> = HashMap::new();
     for op in ops.iter().filter(|o| o.f == "unlock") {
@@ -375,40 +391,41 @@ pub fn check_holds(
             .or_insert(op.inv);
         *e = (*e).min(op.inv);
     }
-    let mut by_key: BTreeMap<&str, Vec<(i64, &str, &str, u64, u64, &Vec<&Op>)>> = BTreeMap::new();
-    for (token, (key, owner, kind, from, until, hops)) in &holds {
-        match *kind {
+    let mut by_key: BTreeMap<&str, Vec<Held>> = BTreeMap::new();
+    for mut h in holds.into_values() {
+        match h.kind {
             "rlock" => sum.shared += 1,
             "semacquire" => sum.permits += 1,
             _ => {}
         }
-        let until = unlocks
-            .get(&(*key, *owner))
-            .map_or(*until, |u| (*until).min(*u));
-        if kind.is_empty() || *from >= until {
-            continue;
+        if let Some(u) = unlocks.get(&(h.key, h.owner)) {
+            h.until = h.until.min(*u);
         }
-        by_key
-            .entry(key)
-            .or_default()
-            .push((*token, owner, kind, *from, until, hops));
+        if !h.kind.is_empty() && h.from < h.until {
+            by_key.entry(h.key).or_default().push(h);
+        }
     }
     for hs in by_key.values() {
         for (i, a) in hs.iter().enumerate() {
             for b in &hs[i + 1..] {
-                if a.3 >= b.4 || b.3 >= a.4 {
+                if a.from >= b.until || b.from >= a.until {
                     continue;
                 }
                 sum.pairs_checked += 1;
-                let exclusive = a.2 == "lock" || b.2 == "lock";
-                let mixed = a.2 != b.2;
-                if a.1 != b.1 && (exclusive || mixed) {
-                    let window = a.5.iter().chain(b.5.iter()).map(|o| (*o).clone()).collect();
+                let exclusive = a.kind == "lock" || b.kind == "lock";
+                let mixed = a.kind != b.kind;
+                if a.owner != b.owner && (exclusive || mixed) {
+                    let window = a
+                        .ops
+                        .iter()
+                        .chain(b.ops.iter())
+                        .map(|o| (*o).clone())
+                        .collect();
                     findings.push(Finding::new(
                         "holds",
                         format!(
                             "{} (token {}) by {} and {} (token {}) by {} held together",
-                            a.2, a.0, a.1, b.2, b.0, b.1
+                            a.kind, a.token, a.owner, b.kind, b.token, b.owner
                         ),
                         window,
                     ));
@@ -418,8 +435,8 @@ pub fn check_holds(
         // Semaphore holders live together: sweep the interval ends.
         let mut edges: Vec<(u64, i32, i64)> = hs
             .iter()
-            .filter(|h| h.2 == "semacquire")
-            .flat_map(|h| [(h.3, 1, h.0), (h.4, -1, h.0)])
+            .filter(|h| h.kind == "semacquire")
+            .flat_map(|h| [(h.from, 1, h.token), (h.until, -1, h.token)])
             .collect();
         edges.sort_by_key(|e| (e.0, e.1));
         let mut live: Vec<i64> = Vec::new();
@@ -433,8 +450,8 @@ pub fn check_holds(
             if live.len() > limit {
                 let window = hs
                     .iter()
-                    .filter(|h| live.contains(&h.0))
-                    .flat_map(|h| h.5.iter().map(|o| (*o).clone()))
+                    .filter(|h| live.contains(&h.token))
+                    .flat_map(|h| h.ops.iter().map(|o| (*o).clone()))
                     .collect();
                 findings.push(Finding::new(
                     "holds",
