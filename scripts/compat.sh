@@ -280,6 +280,8 @@ run_target() {
             env COMPAT_PROTOCOL=default .venv-redis5/bin/pytest tests/test_fenced_lock_recipe.py
         run_suite "$target" "$port" python "redis-py RedisCluster (cluster mode)" "$v" pytest "$PY" \
             .venv/bin/pytest tests/test_redis_cluster.py
+        run_suite "$target" "$port" python "shared-lock and semaphore recipes (redis-py)" "$v" pytest "$PY" \
+            .venv/bin/pytest tests/test_shared_locks_recipe.py
     fi
     if wanted node; then
         run_suite "$target" "$port" node "ioredis (RESP2)" "$(node_version ioredis5)" tap "$NODE" \
@@ -298,6 +300,8 @@ run_target() {
             env COMPAT_IOREDIS=ioredis6 node --test --test-reporter=tap test/fenced-lock-recipe.test.mjs
         run_suite "$target" "$port" node "ioredis Cluster (cluster mode)" "$(node_version ioredis5)" tap "$NODE" \
             node --test --test-reporter=tap test/ioredis-cluster.test.mjs
+        run_suite "$target" "$port" node "shared-lock and semaphore recipes (ioredis 5)" "$(node_version ioredis5)" tap "$NODE" \
+            env COMPAT_IOREDIS=ioredis5 node --test --test-reporter=tap test/shared-locks-recipe.test.mjs
     fi
     if wanted rust; then
         run_suite "$target" "$port" rust "redis crate (Script)" "$(rust_version redis)" cargo "$RUST" \

@@ -2,6 +2,11 @@
 //! (the queue length) and `delay` (the remaining lock-delay, ms) when they are not 0; nil
 //! when the lock is free, nobody waits and no lock-delay runs. A lock without waiters or
 //! delay answers exactly the three fields it always did.
+//!
+//! A key held by RLOCK or SEMACQUIRE answers `mode` (`shared` or `semaphore`), `limit` (a
+//! semaphore's), `holders` (an array of maps of owner, token and pttl, in grant order), then
+//! `waiters` when not 0. An exclusive lock keeps the reply above (its mode is `exclusive`:
+//! the reply without a `mode` field).
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -10,7 +15,7 @@ use super::registry::flags::READ_FAST;
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Request};
 use crate::resp::{Args, Reply};
-use crate::state::{Keyspace, Value};
+use crate::state::{Holder, Keyspace, Mode, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("lockinfo", 2, READ_FAST, ONE_KEY, parse)
@@ -51,8 +56,15 @@ impl Replicated for LockInfo {
                     e.pttl(now),
                 )
             }
-            None if waiters == 0 && delay == 0 => return Reply::Nil,
-            None => (Reply::Nil, Reply::Nil, -2),
+            None => {
+                if let Some((mode, holders)) = ks.lock_holders(&self.key, now) {
+                    return holds_reply(mode, &holders, waiters, now);
+                }
+                if waiters == 0 && delay == 0 {
+                    return Reply::Nil;
+                }
+                (Reply::Nil, Reply::Nil, -2)
+            }
         };
         let mut fields = vec![
             (Reply::text("owner"), owner),
@@ -67,4 +79,28 @@ impl Replicated for LockInfo {
         }
         Reply::Map(fields)
     }
+}
+
+/// LOCKINFO of a key held by RLOCK or SEMACQUIRE.
+fn holds_reply(mode: Mode, holders: &[&Holder], waiters: usize, now: u64) -> Reply {
+    let mut fields = vec![(Reply::text("mode"), Reply::text(mode.name()))];
+    if let Mode::Semaphore(n) = mode {
+        fields.push((Reply::text("limit"), Reply::Int(i64::from(n))));
+    }
+    let list = holders
+        .iter()
+        .map(|h| {
+            let pttl = h.expire_at.saturating_sub(now).min(i64::MAX as u64) as i64;
+            Reply::Map(vec![
+                (Reply::text("owner"), Reply::Bulk(h.owner.clone())),
+                (Reply::text("token"), Reply::Int(h.token as i64)),
+                (Reply::text("pttl"), Reply::Int(pttl)),
+            ])
+        })
+        .collect();
+    fields.push((Reply::text("holders"), Reply::Array(list)));
+    if waiters > 0 {
+        fields.push((Reply::text("waiters"), Reply::Int(waiters as i64)));
+    }
+    Reply::Map(fields)
 }

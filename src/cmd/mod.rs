@@ -68,6 +68,7 @@ pub mod raft;
 pub mod registry;
 pub mod rename;
 pub mod renew;
+pub mod rlock;
 pub mod role;
 pub mod save;
 pub mod script;
@@ -146,6 +147,7 @@ registry::commands! {
     bitfield: [108 => BitField(BitField), 109 => BitFieldRo(BitFieldRo)],
     lcs: [56 => Lcs(Lcs)],
     lock: [13 => Lock(Lock), 36 => Acquire(Acquire)],
+    rlock: [125 => Hold(Hold)],
     unlock: [14 => Unlock(Unlock)],
     renew: [15 => Renew(Renew)],
     lockinfo: [16 => LockInfo(LockInfo)],

@@ -382,6 +382,8 @@ mod tests {
             let own = s.name.starts_with("raft.")
                 || [
                     "lock",
+                    "rlock",
+                    "semacquire",
                     "unlock",
                     "renew",
                     "lockinfo",

@@ -27,7 +27,7 @@ use super::Shared;
 use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
 use crate::cmd::Command;
 use crate::resp::Reply;
-use crate::state::{Event, LockEventKind, Value, WaiterId};
+use crate::state::{Event, LockEventKind, WaiterId};
 
 /// How often a node checks for waiters that an earlier process of it left in the queues.
 const PURGE_CHECK: Duration = Duration::from_secs(1);
@@ -291,12 +291,9 @@ fn deliver_from_state(shared: &Shared) {
     }
 }
 
-/// The token of the lease `p`'s owner holds on its key at `now`, if it holds it.
+/// The token of the lease `p`'s owner holds on its key at `now` (in any mode), if it holds it.
 fn holder_token(ks: &crate::state::Keyspace, p: &Pending, now: u64) -> Option<u64> {
-    match ks.get(&p.key, now) {
-        Some(e) if matches!(&e.value, Value::Str(v) if *v == p.owner) => Some(e.token),
-        _ => None,
-    }
+    ks.lock_holder_token(&p.key, &p.owner, now)
 }
 
 /// Answers the queued waiters that have been missing from their queue for [`LOST_AFTER`]

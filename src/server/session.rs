@@ -13,6 +13,7 @@ mod acl;
 mod blocking;
 mod hangup;
 mod lockwait;
+use lockwait::Queued;
 mod pubsub;
 pub mod stats;
 mod txn;
@@ -435,7 +436,16 @@ impl Session {
                 self.finish_slots(stream).await?;
                 let lock = self.shared.with_default_delay(lock);
                 let started = std::time::Instant::now();
-                let reply = self.lock_wait(lock, stream).await;
+                let reply = self.lock_wait(Queued::Exclusive(lock), stream).await;
+                if let Some(m) = &self.shared.metrics {
+                    m.lock_waited(started, &reply);
+                }
+                self.slots.push(Slot::Ready(reply));
+            }
+            Ok(Request::Write(Command::Hold(hold))) if hold.wait_ms.is_some() => {
+                self.finish_slots(stream).await?;
+                let started = std::time::Instant::now();
+                let reply = self.lock_wait(Queued::Hold(hold), stream).await;
                 if let Some(m) = &self.shared.metrics {
                     m.lock_waited(started, &reply);
                 }
@@ -855,7 +865,16 @@ impl Session {
         let write = spec.flags.contains(&"write")
             || matches!(
                 spec.name,
-                "eval" | "evalsha" | "publish" | "spublish" | "exec" | "lock" | "unlock" | "renew"
+                "eval"
+                    | "evalsha"
+                    | "publish"
+                    | "spublish"
+                    | "exec"
+                    | "lock"
+                    | "unlock"
+                    | "renew"
+                    | "rlock"
+                    | "semacquire"
             );
         loop {
             let changed = clients.pause_changed.notified();

@@ -27,7 +27,7 @@ use sha1::{Digest as _, Sha1};
 
 use super::acl::{KeyPattern, User};
 use super::keyspace::{Entry, Keyspace, Value};
-use super::locks::{LockMeta, Waiter, WaiterId};
+use super::locks::{Holder, Kinds, LockMeta, Mode, Waiter, WaiterId};
 use super::popq::{PopKind, PopWaiter};
 use super::ClusterClock;
 
@@ -171,6 +171,7 @@ impl Feed {
             queue,
             delay,
             blocked_until,
+            kinds,
         } = m;
         self.len(queue.len());
         for w in queue {
@@ -196,6 +197,47 @@ impl Feed {
             }
         }
         self.u64(*blocked_until);
+        // Shared and semaphore holds: fed only when present, so that a record without them
+        // digests as it did before they existed.
+        if *kinds != Kinds::default() {
+            self.tag(2);
+            self.len(kinds.modes.len());
+            for (id, mode) in &kinds.modes {
+                self.waiter_id(id);
+                self.mode(*mode);
+            }
+            match kinds.mode {
+                None => self.tag(0),
+                Some(m) => {
+                    self.tag(1);
+                    self.mode(m);
+                }
+            }
+            self.len(kinds.holders.len());
+            for h in &kinds.holders {
+                let Holder {
+                    owner,
+                    token,
+                    expire_at,
+                    renewed,
+                } = h;
+                self.bytes(owner);
+                self.u64(*token);
+                self.u64(*expire_at);
+                self.bool(*renewed);
+            }
+        }
+    }
+
+    fn mode(&mut self, m: Mode) {
+        match m {
+            Mode::Exclusive => self.tag(0),
+            Mode::Shared => self.tag(1),
+            Mode::Semaphore(n) => {
+                self.tag(2);
+                self.u64(u64::from(n));
+            }
+        }
     }
 
     fn pop_queue(&mut self, q: &VecDeque<PopWaiter>) {

@@ -47,8 +47,11 @@ pub struct Waiter {
     pub deadline: Option<u64>,
 }
 
-/// A key's queue and lock-delay.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A key's queue and lock-delay, and the holders of a shared lock or semaphore.
+///
+/// Stored with postcard. `kinds` was added after the first three fields: a record written
+/// before it (three fields) reads with `kinds` empty (see the `Deserialize` impl below).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LockMeta {
     /// Waiters in arrival (log) order.
     pub queue: VecDeque<Waiter>,
@@ -57,12 +60,138 @@ pub struct LockMeta {
     pub delay: Option<(u64, u64)>,
     /// No grant before this cluster time (a lease with a lock-delay expired).
     pub blocked_until: u64,
+    /// The shared and semaphore side: waiters' modes and the holders.
+    pub kinds: Kinds,
+}
+
+/// How a lock is held or asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// LOCK: one holder, alone.
+    Exclusive,
+    /// RLOCK: any number of holders together, never beside an exclusive one.
+    Shared,
+    /// SEMACQUIRE with this LIMIT: at most that many holders.
+    Semaphore(u32),
+}
+
+impl Mode {
+    /// The name LOCKINFO reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared => "shared",
+            Mode::Semaphore(_) => "semaphore",
+        }
+    }
+}
+
+/// One holder of a shared lock or a semaphore permit: its own lease and token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The owner.
+    pub owner: Bytes,
+    /// Its fencing token (the revision of its grant).
+    pub token: u64,
+    /// Cluster time its lease ends.
+    pub expire_at: u64,
+    /// Renewed (RENEW, or re-acquired by its owner) since the grant.
+    pub renewed: bool,
+}
+
+/// The shared and semaphore side of a key's lock record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kinds {
+    /// The mode of every queued waiter that is not exclusive (a waiter missing here is an
+    /// exclusive LOCK), by waiter id.
+    pub modes: Vec<(WaiterId, Mode)>,
+    /// How the holders hold the key: [`Mode::Shared`] or [`Mode::Semaphore`]; `None` while
+    /// nobody holds it that way.
+    pub mode: Option<Mode>,
+    /// The holders, in grant order (never empty while `mode` is set).
+    pub holders: Vec<Holder>,
+}
+
+impl<'de> Deserialize<'de> for LockMeta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LockMeta;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a lock record")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<LockMeta, A::Error> {
+                use serde::de::Error;
+                let queue = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let delay = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let blocked_until = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(2, &self))?;
+                // A record written before `kinds` existed ends here: postcard reports the
+                // end of its input as an error, which means "no kinds".
+                let kinds = s.next_element().ok().flatten().unwrap_or_default();
+                Ok(LockMeta {
+                    queue,
+                    delay,
+                    blocked_until,
+                    kinds,
+                })
+            }
+        }
+        const FIELDS: &[&str] = &["queue", "delay", "blocked_until", "kinds"];
+        d.deserialize_struct("LockMeta", FIELDS, V)
+    }
 }
 
 impl LockMeta {
     /// True when the record holds nothing worth keeping at `now`.
     fn idle(&self, now: u64) -> bool {
-        self.queue.is_empty() && self.delay.is_none() && self.blocked_until <= now
+        self.queue.is_empty()
+            && self.delay.is_none()
+            && self.blocked_until <= now
+            && self.kinds.holders.is_empty()
+            && self.kinds.modes.is_empty()
+    }
+
+    /// The mode of a queued waiter.
+    fn mode_of(&self, id: WaiterId) -> Mode {
+        self.kinds
+            .modes
+            .iter()
+            .find(|(w, _)| *w == id)
+            .map_or(Mode::Exclusive, |(_, m)| *m)
+    }
+
+    /// True if a hold in `mode` fits beside the current shared or semaphore holders (the
+    /// caller has checked that no exclusive lease is held).
+    fn admits(&self, mode: Mode) -> bool {
+        let k = &self.kinds;
+        match mode {
+            Mode::Exclusive => k.holders.is_empty(),
+            Mode::Shared => k.holders.is_empty() || k.mode == Some(Mode::Shared),
+            Mode::Semaphore(n) => {
+                k.holders.is_empty()
+                    || (matches!(k.mode, Some(Mode::Semaphore(_))) && k.holders.len() < n as usize)
+            }
+        }
+    }
+
+    /// Drops the modes of waiters no longer queued.
+    fn tidy(&mut self) {
+        let queue = &self.queue;
+        self.kinds
+            .modes
+            .retain(|(id, _)| queue.iter().any(|w| w.id == *id));
+        if self.kinds.holders.is_empty() {
+            self.kinds.mode = None;
+        }
     }
 }
 
@@ -142,6 +271,12 @@ pub enum Acquired {
     Busy,
 }
 
+/// The error of a SEMACQUIRE whose LIMIT differs from the one its key is held or awaited with.
+pub const LIMIT_MISMATCH: &str = "ERR semaphore limit mismatch";
+/// The error of an RLOCK on a semaphore, or a SEMACQUIRE on a shared lock.
+pub const KIND_MISMATCH: &str =
+    "ERR lock kind mismatch: the key is held or awaited in another mode";
+
 impl Keyspace {
     /// Takes or queues for a lock at `now`; a grant's token is `revision`.
     pub fn lock_acquire(&mut self, a: Acquire<'_>, now: u64, revision: u64) -> Acquired {
@@ -175,14 +310,110 @@ impl Keyspace {
             delay_ms: a.delay_ms,
             deadline,
         };
-        let meta = self.lock_meta_mut(a.key);
-        // A retry by an owner already queued keeps its place (its earlier request may have
-        // been queued even though its client saw no reply).
+        self.enqueue(a.key, waiter, Mode::Exclusive);
+        Acquired::Queued
+    }
+
+    /// RLOCK (`Mode::Shared`) and SEMACQUIRE (`Mode::Semaphore`): takes or queues for a
+    /// hold of `key` at `now`; a grant's token is `revision` (or a new one, see
+    /// [`Keyspace::take_token`]). A holder asking again gets its own token and a new lease.
+    /// An error reply's text when the key is held or awaited in another mode (a shared lock
+    /// and a semaphore, or two semaphore limits). `a.delay_ms` is ignored: lock-delays are
+    /// for exclusive leases.
+    pub fn lock_acquire_kind(
+        &mut self,
+        a: Acquire<'_>,
+        mode: Mode,
+        now: u64,
+        revision: u64,
+    ) -> Result<Acquired, &'static str> {
+        self.settle_lock(a.key, now, revision);
+        if let Some(meta) = self.lock_meta(a.key) {
+            let held = meta.kinds.mode.into_iter();
+            let queued = meta.kinds.modes.iter().map(|(_, m)| *m);
+            for other in held.chain(queued) {
+                match (other, mode) {
+                    (Mode::Semaphore(x), Mode::Semaphore(y)) if x != y => {
+                        return Err(LIMIT_MISMATCH)
+                    }
+                    (Mode::Semaphore(_), Mode::Shared) | (Mode::Shared, Mode::Semaphore(_)) => {
+                        return Err(KIND_MISMATCH)
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(pos) = meta.kinds.holders.iter().position(|h| h.owner == a.owner) {
+                let meta = self.lock_meta_mut(a.key);
+                let h = &mut meta.kinds.holders[pos];
+                h.expire_at = now.saturating_add(a.ttl_ms);
+                h.renewed = true;
+                let token = h.token;
+                self.emit_lock(LockEventKind::Renewed, a.key, token, a.owner, None);
+                return Ok(Acquired::Held(token));
+            }
+        }
+        let free = self.get(a.key, now).is_none()
+            && self
+                .lock_meta(a.key)
+                .is_none_or(|m| m.queue.is_empty() && m.blocked_until <= now && m.admits(mode));
+        if free {
+            let token = self.grant_hold(a.key, mode, a.owner, a.ttl_ms, None, now, revision);
+            return Ok(Acquired::Granted(token));
+        }
+        let Some((id, deadline)) = a.wait else {
+            return Ok(Acquired::Busy);
+        };
+        let waiter = Waiter {
+            id,
+            owner: a.owner.clone(),
+            ttl_ms: a.ttl_ms,
+            delay_ms: 0,
+            deadline,
+        };
+        self.enqueue(a.key, waiter, mode);
+        Ok(Acquired::Queued)
+    }
+
+    /// Puts a waiter at the end of the queue of `key`. A retry by an owner already queued
+    /// keeps its place (its earlier request may have been queued even though its client saw
+    /// no reply), with the new request's waiter and mode.
+    fn enqueue(&mut self, key: &Bytes, waiter: Waiter, mode: Mode) {
+        let meta = self.lock_meta_mut(key);
+        let id = waiter.id;
         match meta.queue.iter_mut().find(|w| w.owner == waiter.owner) {
             Some(w) => *w = waiter,
             None => meta.queue.push_back(waiter),
         }
-        Acquired::Queued
+        if mode != Mode::Exclusive {
+            meta.kinds.modes.push((id, mode));
+        }
+        meta.tidy();
+    }
+
+    /// The token `owner` holds `key` with at `now`, in any mode.
+    pub fn lock_holder_token(&self, key: &[u8], owner: &[u8], now: u64) -> Option<u64> {
+        if let Some(e) = self.get(key, now) {
+            return match &e.value {
+                Value::Str(v) if v == owner => Some(e.token),
+                _ => None,
+            };
+        }
+        self.lock_holders(key, now)
+            .and_then(|(_, hs)| hs.into_iter().find(|h| h.owner == owner))
+            .map(|h| h.token)
+    }
+
+    /// The mode and live holders of a shared lock or semaphore at `now`.
+    pub fn lock_holders(&self, key: &[u8], now: u64) -> Option<(Mode, Vec<&Holder>)> {
+        let meta = self.lock_meta(key)?;
+        let mode = meta.kinds.mode?;
+        let live: Vec<&Holder> = meta
+            .kinds
+            .holders
+            .iter()
+            .filter(|h| h.expire_at > now)
+            .collect();
+        (!live.is_empty()).then_some((mode, live))
     }
 
     /// UNLOCK: releases the lock if `owner` holds it and grants it to the next waiter.
@@ -194,9 +425,32 @@ impl Keyspace {
                 token,
                 ..
             }) if v == owner => *token,
-            _ => return false,
+            _ => return self.release_holder(key, |h| h.owner == owner, now, revision),
         };
         self.release(key, token, now, revision);
+        true
+    }
+
+    /// Releases the first shared or semaphore holder of `key` that `which` picks, and
+    /// grants the key to the waiters it frees. True if one was released.
+    fn release_holder(
+        &mut self,
+        key: &Bytes,
+        which: impl Fn(&Holder) -> bool,
+        now: u64,
+        revision: u64,
+    ) -> bool {
+        let Some(pos) = self
+            .lock_meta(key)
+            .and_then(|m| m.kinds.holders.iter().position(&which))
+        else {
+            return false;
+        };
+        let meta = self.lock_meta_mut(key);
+        let h = meta.kinds.holders.remove(pos);
+        meta.tidy();
+        self.emit_lock(LockEventKind::Released, key, h.token, &h.owner, None);
+        self.settle_lock(key, now, revision);
         true
     }
 
@@ -224,7 +478,13 @@ impl Keyspace {
                 self.release(key, token, now, revision);
                 true
             }
-            _ => false,
+            Some(_) => false,
+            None => self.release_holder(
+                key,
+                |h| h.token == token && h.owner == owner && !h.renewed,
+                now,
+                revision,
+            ),
         }
     }
 
@@ -262,7 +522,21 @@ impl Keyspace {
                 token,
                 ..
             }) if v == owner => *token,
-            _ => return None,
+            Some(_) => return None,
+            None => {
+                let pos = self
+                    .lock_meta(key)?
+                    .kinds
+                    .holders
+                    .iter()
+                    .position(|h| h.owner == owner)?;
+                let h = &mut self.lock_meta_mut(key).kinds.holders[pos];
+                h.expire_at = now.saturating_add(ttl_ms);
+                h.renewed = true;
+                let token = h.token;
+                self.emit_lock(LockEventKind::Renewed, key, token, owner, None);
+                return Some(token);
+            }
         };
         self.set_expire(key, Some(now.saturating_add(ttl_ms)), now);
         self.emit_lock(LockEventKind::Renewed, key, token, owner, None);
@@ -278,8 +552,12 @@ impl Keyspace {
         let Some(pos) = meta.queue.iter().position(|w| w.id == id) else {
             return false;
         };
-        self.lock_meta_mut(key).queue.remove(pos);
+        let meta = self.lock_meta_mut(key);
+        meta.queue.remove(pos);
+        meta.tidy();
         self.drop_lock_meta_if_idle(key, now);
+        // The waiter may have kept readers or permits from the waiters behind it.
+        self.settle_lock(key, now, self.revision());
         true
     }
 
@@ -297,6 +575,7 @@ impl Keyspace {
             let meta = self.lock_meta_mut(&key);
             let before = meta.queue.len();
             meta.queue.retain(|w| !is_stale(w, node, boot));
+            meta.tidy();
             dropped += before - meta.queue.len();
             self.drop_lock_meta_if_idle(&key, now);
         }
@@ -341,6 +620,7 @@ impl Keyspace {
     /// grant a revision of its own.
     pub fn settle_lock(&mut self, key: &Bytes, now: u64, revision: u64) -> bool {
         self.expire_lease(key, now);
+        self.expire_holders(key, now);
         let Some(meta) = self.lock_meta(key) else {
             return false;
         };
@@ -348,30 +628,98 @@ impl Keyspace {
             self.drop_lock_meta_if_idle(key, now);
             return false;
         }
-        let meta = self.lock_meta_mut(key);
-        let mut next = None;
-        while let Some(w) = meta.queue.pop_front() {
-            if w.deadline.is_none_or(|d| d > now) {
-                next = Some(w);
+        // Grants from the head while the head fits: one exclusive waiter, or every shared
+        // waiter (semaphore waiter, up to the limit) at the head together.
+        let mut granted = false;
+        // The first waiter whose wait has not run out; the ones before it are skipped only
+        // when it is granted (as a lone LOCK queue always did).
+        while let Some(meta) = self.lock_meta(key) {
+            let Some(pos) = meta
+                .queue
+                .iter()
+                .position(|w| w.deadline.is_none_or(|d| d > now))
+            else {
+                break;
+            };
+            let mode = meta.mode_of(meta.queue[pos].id);
+            if !meta.admits(mode) {
                 break;
             }
-        }
-        let granted = next.is_some();
-        if let Some(w) = next {
+            let meta = self.lock_meta_mut(key);
+            meta.queue.drain(..pos);
+            let Some(w) = meta.queue.pop_front() else {
+                break;
+            };
+            meta.tidy();
+            granted = true;
             // Its own revision, even when this command granted or wrote before (an UNLOCK
             // that settles, releases, then settles again; a MULTI or script).
-            self.grant(
-                key,
-                &w.owner,
-                w.ttl_ms,
-                w.delay_ms,
-                Some(w.id),
-                now,
-                revision,
-            );
+            if mode == Mode::Exclusive {
+                self.grant(
+                    key,
+                    &w.owner,
+                    w.ttl_ms,
+                    w.delay_ms,
+                    Some(w.id),
+                    now,
+                    revision,
+                );
+                break;
+            }
+            self.grant_hold(key, mode, &w.owner, w.ttl_ms, Some(w.id), now, revision);
+        }
+        if let Some(meta) = self.lock_meta(key) {
+            if meta.kinds.modes.len() > meta.queue.len() {
+                self.lock_meta_mut(key).tidy();
+            }
         }
         self.drop_lock_meta_if_idle(key, now);
         granted
+    }
+
+    /// Removes the shared or semaphore holders of `key` whose lease has run out at `now`,
+    /// reporting each expiry.
+    fn expire_holders(&mut self, key: &Bytes, now: u64) {
+        let expired = self
+            .lock_meta(key)
+            .is_some_and(|m| m.kinds.holders.iter().any(|h| h.expire_at <= now));
+        if !expired {
+            return;
+        }
+        let meta = self.lock_meta_mut(key);
+        let (gone, kept): (Vec<Holder>, Vec<Holder>) = std::mem::take(&mut meta.kinds.holders)
+            .into_iter()
+            .partition(|h| h.expire_at <= now);
+        meta.kinds.holders = kept;
+        meta.tidy();
+        for h in gone {
+            self.emit_lock(LockEventKind::Expired, key, h.token, &h.owner, None);
+        }
+    }
+
+    /// Gives a shared hold or a semaphore permit of `key` to `owner`; returns its token.
+    #[allow(clippy::too_many_arguments)]
+    fn grant_hold(
+        &mut self,
+        key: &Bytes,
+        mode: Mode,
+        owner: &Bytes,
+        ttl_ms: u64,
+        waiter: Option<WaiterId>,
+        now: u64,
+        revision: u64,
+    ) -> u64 {
+        let token = self.take_token(revision, true);
+        let meta = self.lock_meta_mut(key);
+        meta.kinds.mode = Some(mode);
+        meta.kinds.holders.push(Holder {
+            owner: owner.clone(),
+            token,
+            expire_at: now.saturating_add(ttl_ms),
+            renewed: false,
+        });
+        self.emit_lock(LockEventKind::Granted, key, token, owner, waiter);
+        token
     }
 
     /// Keys whose queue or lock-delay needs an entry at `now`: a waiter with a free or
@@ -384,7 +732,11 @@ impl Keyspace {
                 let stored = self.entries().get(*k);
                 let expired = stored.is_some_and(|e| !e.live(now));
                 let free = stored.is_none() || expired;
-                expired || m.idle(now) || (free && !m.queue.is_empty() && m.blocked_until <= now)
+                let lapsed = m.kinds.holders.iter().any(|h| h.expire_at <= now);
+                expired
+                    || lapsed
+                    || m.idle(now)
+                    || (free && !m.queue.is_empty() && m.blocked_until <= now)
             })
             .take(limit)
             .map(|(k, _)| k.clone())
@@ -411,8 +763,9 @@ impl Keyspace {
 
     /// True while a lock-delay keeps `key` from being granted.
     fn lock_blocked(&self, key: &[u8], now: u64) -> bool {
-        self.lock_meta(key)
-            .is_some_and(|m| m.blocked_until > now || !m.queue.is_empty())
+        self.lock_meta(key).is_some_and(|m| {
+            m.blocked_until > now || !m.queue.is_empty() || !m.kinds.holders.is_empty()
+        })
     }
 
     /// Gives the lock to `owner` and returns its token: `revision`, or a new revision if
@@ -749,6 +1102,138 @@ mod tests {
         // The store rewrites what the rollback restored.
         let ch = ks.take_changes(Entry::clone);
         assert_eq!(ch.locks, vec![(b("k"), before)]);
+    }
+
+    /// An RLOCK (or SEMACQUIRE with `mode`) at `now` with revision `rev`.
+    fn hold(
+        ks: &mut Keyspace,
+        mode: Mode,
+        owner: &str,
+        seq: Option<u64>,
+        now: u64,
+        rev: u64,
+    ) -> Result<Acquired, &'static str> {
+        let (key, owner) = (b("k"), b(owner));
+        let a = Acquire {
+            key: &key,
+            owner: &owner,
+            ttl_ms: 1000,
+            delay_ms: 0,
+            wait: seq.map(|s| (id(s), None)),
+        };
+        ks.lock_acquire_kind(a, mode, now, rev)
+    }
+
+    fn holders(ks: &Keyspace, now: u64) -> Vec<(Bytes, u64)> {
+        ks.lock_holders(b"k", now)
+            .map(|(_, hs)| hs.iter().map(|h| (h.owner.clone(), h.token)).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn readers_share_writers_wait_and_the_queue_is_fifo() {
+        let mut ks = Keyspace::default();
+        let r = Mode::Shared;
+        assert_eq!(hold(&mut ks, r, "r1", None, 0, 1), Ok(Acquired::Granted(1)));
+        assert_eq!(hold(&mut ks, r, "r2", None, 1, 2), Ok(Acquired::Granted(2)));
+        // A reader asking again keeps its token.
+        assert_eq!(hold(&mut ks, r, "r1", None, 2, 3), Ok(Acquired::Held(1)));
+        // A writer is refused, or waits, while readers hold the key.
+        assert_eq!(lock(&mut ks, "w", 1000, 0, None, 3, 4), Acquired::Busy);
+        assert_eq!(lock(&mut ks, "w", 1000, 0, Some(5), 4, 5), Acquired::Queued);
+        // A reader behind a queued writer waits too (no writer starvation).
+        assert_eq!(hold(&mut ks, r, "r3", None, 5, 6), Ok(Acquired::Busy));
+        assert_eq!(hold(&mut ks, r, "r3", Some(7), 6, 7), Ok(Acquired::Queued));
+        assert_eq!(hold(&mut ks, r, "r4", Some(8), 7, 8), Ok(Acquired::Queued));
+        ks.take_events();
+        assert!(ks.lock_release(&b("k"), b"r1", 8, 9));
+        assert_eq!(holder(&ks, 8), None, "r2 still reads");
+        assert!(ks.lock_release(&b("k"), b"r2", 9, 10));
+        assert_eq!(holder(&ks, 9), Some((b("w"), 10)));
+        assert!(holders(&ks, 9).is_empty());
+        // The writer's release grants both readers at the head together, each its token.
+        assert!(ks.lock_release(&b("k"), b"w", 10, 11));
+        assert_eq!(holders(&ks, 10), vec![(b("r3"), 11), (b("r4"), 12)]);
+        assert_eq!(
+            grants(&mut ks),
+            vec![
+                (b("w"), 10, Some(5)),
+                (b("r3"), 11, Some(7)),
+                (b("r4"), 12, Some(8))
+            ]
+        );
+        // RENEW keeps a reader's token; the lease expires on its own.
+        assert_eq!(ks.lock_renew(&b("k"), &b("r3"), 5000, 11, 13), Some(11));
+        ks.settle_lock(&b("k"), 1500, 14);
+        assert_eq!(
+            holders(&ks, 1500),
+            vec![(b("r3"), 11)],
+            "r4's lease ran out"
+        );
+        assert_eq!(ks.lock_holder_token(b"k", b"r3", 1500), Some(11));
+        assert!(ks.lock_release(&b("k"), b"r3", 1600, 15));
+        assert!(ks.lock_meta(b"k").is_none(), "nothing left");
+    }
+
+    #[test]
+    fn a_semaphore_keeps_its_limit_and_refuses_another() {
+        let mut ks = Keyspace::default();
+        let s2 = Mode::Semaphore(2);
+        assert_eq!(hold(&mut ks, s2, "a", None, 0, 1), Ok(Acquired::Granted(1)));
+        assert_eq!(hold(&mut ks, s2, "b", None, 0, 2), Ok(Acquired::Granted(2)));
+        assert_eq!(hold(&mut ks, s2, "c", None, 0, 3), Ok(Acquired::Busy));
+        assert_eq!(hold(&mut ks, s2, "c", Some(4), 0, 4), Ok(Acquired::Queued));
+        assert_eq!(
+            hold(&mut ks, Mode::Semaphore(3), "d", None, 0, 5),
+            Err(LIMIT_MISMATCH)
+        );
+        assert_eq!(
+            hold(&mut ks, Mode::Shared, "d", None, 0, 6),
+            Err(KIND_MISMATCH)
+        );
+        assert_eq!(lock(&mut ks, "w", 1000, 0, None, 0, 7), Acquired::Busy);
+        ks.take_events();
+        // A permit's lease runs out alone: c takes it.
+        assert_eq!(ks.lock_renew(&b("k"), &b("a"), 5000, 10, 8), Some(1));
+        assert_eq!(ks.locks_due(1000, 10), vec![b("k")]);
+        ks.settle_lock(&b("k"), 1000, 9);
+        assert_eq!(holders(&ks, 1000), vec![(b("a"), 1), (b("c"), 9)]);
+        // A grant that reached nobody is given back; a renewed one is not.
+        assert!(!ks.lock_release_grant(&b("k"), 1, b"a", 1001, 10));
+        assert!(ks.lock_release_grant(&b("k"), 9, b"c", 1001, 11));
+        assert_eq!(holders(&ks, 1001), vec![(b("a"), 1)]);
+    }
+
+    #[test]
+    fn a_record_written_before_kinds_reads_without_them() {
+        #[derive(Serialize)]
+        struct Old {
+            queue: VecDeque<Waiter>,
+            delay: Option<(u64, u64)>,
+            blocked_until: u64,
+        }
+        let w = Waiter {
+            id: id(3),
+            owner: b("o"),
+            ttl_ms: 5,
+            delay_ms: 0,
+            deadline: Some(9),
+        };
+        let old = Old {
+            queue: VecDeque::from(vec![w.clone()]),
+            delay: Some((1, 2)),
+            blocked_until: 7,
+        };
+        let bytes = postcard::to_allocvec(&old).unwrap();
+        let read: LockMeta = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(read.queue, old.queue);
+        assert_eq!((read.delay, read.blocked_until), (Some((1, 2)), 7));
+        assert_eq!(read.kinds, Kinds::default());
+        let mut new = read.clone();
+        new.kinds.mode = Some(Mode::Semaphore(4));
+        new.kinds.modes.push((id(3), Mode::Semaphore(4)));
+        let bytes = postcard::to_allocvec(&new).unwrap();
+        assert_eq!(postcard::from_bytes::<LockMeta>(&bytes).unwrap(), new);
     }
 
     #[test]

@@ -17,7 +17,10 @@ pub mod zset;
 
 pub use clock::ClusterClock;
 pub use keyspace::{Entry, Event, Hash, Keyspace, List, Set, Value};
-pub use locks::{Acquire, Acquired, LockEventKind, LockMeta, Waiter, WaiterId};
+pub use locks::{
+    Acquire, Acquired, Holder, Kinds, LockEventKind, LockMeta, Mode, Waiter, WaiterId,
+    KIND_MISMATCH, LIMIT_MISMATCH,
+};
 pub use popq::{PopKind, PopWaiter};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
 pub use zset::ZSet;

@@ -9,6 +9,9 @@
 //! - grants to waiters follow the queue order (skipping waits that ran out), a waiter is
 //!   granted at most once, and only while queued;
 //! - fences never go down;
+//! - RLOCK and SEMACQUIRE (with and without WAIT) share the queues: at most one exclusive
+//!   holder, never a lock-granted exclusive holder beside a shared one, a semaphore never
+//!   above its limit, holders all of one mode, and every queued waiter's mode recorded;
 //! - a replica that restores from its persisted parts at any point stays identical to one
 //!   that never did.
 //!
@@ -24,10 +27,11 @@ use crate::cmd::evict::Evict;
 use crate::cmd::lock::Acquire;
 use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
 use crate::cmd::multi::Exec;
+use crate::cmd::rlock::Hold;
 use crate::cmd::{parse, Command, Request};
 use crate::raft_types::Batch;
 use crate::resp::Reply;
-use crate::state::{Event, Keyspace, LockEventKind, WaiterId};
+use crate::state::{Event, Keyspace, LockEventKind, Mode, Value, WaiterId};
 use crate::store::state_machine::apply_batch;
 
 const KEYS: [&str; 2] = ["k0", "k1"];
@@ -43,6 +47,14 @@ pub enum Op {
         ttl: u64,
         wait: Option<(u64, u64)>,
         delay: u64,
+    },
+    /// RLOCK (`limit` None) or SEMACQUIRE LIMIT `limit` key owner PX ttl [WAIT wait].
+    Hold {
+        key: usize,
+        owner: usize,
+        ttl: u64,
+        wait: Option<(u64, u64)>,
+        limit: Option<u32>,
     },
     /// A plain data command line (key and owner indices filled in).
     Line(usize, usize, u8),
@@ -66,7 +78,7 @@ pub enum Op {
 
 fn line(key: usize, owner: usize, kind: u8) -> String {
     let (k, o) = (KEYS[key], OWNERS[owner]);
-    match kind % 10 {
+    match kind % 12 {
         0 => format!("UNLOCK {k} {o}"),
         1 => format!("RENEW {k} {o} PX 300"),
         2 => format!("DEL {k}"),
@@ -76,6 +88,8 @@ fn line(key: usize, owner: usize, kind: u8) -> String {
         6 => format!("FENCEDSET r{key} v {}", owner * 7),
         7 => format!("RENAME {k} {}", KEYS[1 - key]),
         8 => format!("COPY {k} {} REPLACE", KEYS[1 - key]),
+        10 => format!("RLOCK {k} {o} PX 150"),
+        11 => format!("SEMACQUIRE {k} {o} LIMIT 2 PX 150"),
         _ => format!("LOCK {k} {o} PX 150"),
     }
 }
@@ -94,7 +108,7 @@ impl Op {
         };
         let key = |b: u8| b as usize % KEYS.len();
         let owner = |b: u8| b as usize % OWNERS.len();
-        let op = match tag % 12 {
+        let op = match tag % 13 {
             0..=2 => {
                 let b = take(5)?;
                 Op::Lock {
@@ -136,6 +150,20 @@ impl Op {
                     Op::Restore
                 } else {
                     Op::Purge(1 + u64::from(b >> 1) % 2)
+                }
+            }
+            11 => {
+                let b = take(5)?;
+                Op::Hold {
+                    key: key(b[0]),
+                    owner: owner(b[1]),
+                    ttl: 50 + u64::from(b[2]) * 2,
+                    wait: (b[3] % 4 != 0).then(|| (1 + u64::from(b[3] % 2), u64::from(b[4]) * 2)),
+                    limit: match b[3] >> 5 {
+                        0..=3 => None,
+                        4..=6 => Some(2),
+                        _ => Some(3),
+                    },
                 }
             }
             _ => Op::Sleep(1 + u64::from(take(1)?[0])),
@@ -250,6 +278,8 @@ struct Checker {
     /// Waiters granted so far.
     granted: std::collections::HashSet<WaiterId>,
     fences: BTreeMap<Bytes, u64>,
+    /// Tokens of exclusive leases granted by lock commands (LOCK, a queued LOCK's grant).
+    exclusive: std::collections::HashSet<u64>,
 }
 
 impl Checker {
@@ -260,7 +290,7 @@ impl Checker {
     }
 
     /// Checks the events of one entry at cluster time `now`.
-    fn events(&mut self, events: Vec<Event>, now: u64, revision: u64) {
+    fn events(&mut self, ks: &Keyspace, events: Vec<Event>, now: u64, revision: u64) {
         for e in events {
             let Event::Lock {
                 kind: LockEventKind::Granted,
@@ -273,6 +303,9 @@ impl Checker {
                 continue;
             };
             assert!(token <= revision, "token {token} above revision {revision}");
+            if ks_holds_exclusive(ks, &key, token) {
+                self.exclusive.insert(token);
+            }
             self.token(token, &key, &owner);
             let last = self.last.insert(key.clone(), token);
             assert!(
@@ -310,6 +343,53 @@ impl Checker {
         }
     }
 
+    /// The holds at `now`: at most one exclusive holder (the string value); never an
+    /// exclusive lease granted by a lock command beside shared or semaphore holders; holders
+    /// of one mode, a semaphore within its limit, each holder once with its own token; and
+    /// the mode of every queued waiter that is not exclusive recorded, of no other.
+    fn holds(&mut self, ks: &Keyspace, now: u64) {
+        for key in KEYS {
+            let Some((mode, hs)) = ks.lock_holders(key.as_bytes(), now) else {
+                continue;
+            };
+            let writer = ks.get(key.as_bytes(), now);
+            assert!(
+                !writer.is_some_and(
+                    |e| self.exclusive.contains(&e.token) && matches!(e.value, Value::Str(_))
+                ),
+                "{key}: an exclusive lock beside {mode:?} holders"
+            );
+            match mode {
+                Mode::Shared => {}
+                Mode::Semaphore(n) => assert!(hs.len() <= n as usize, "{key}: over its limit"),
+                Mode::Exclusive => panic!("{key}: exclusive holders in the shared list"),
+            }
+            let mut owners: Vec<&Bytes> = hs.iter().map(|h| &h.owner).collect();
+            owners.sort();
+            owners.dedup();
+            assert_eq!(owners.len(), hs.len(), "{key}: an owner holds twice");
+            for h in &hs {
+                let mine = (Bytes::from_static(key.as_bytes()), h.owner.clone());
+                assert_eq!(
+                    self.tokens.get(&h.token),
+                    Some(&mine),
+                    "{key}: holder token"
+                );
+            }
+        }
+        for (key, m) in ks.lock_metas() {
+            for (id, _) in &m.kinds.modes {
+                assert!(
+                    m.queue.iter().any(|w| w.id == *id),
+                    "{key:?}: a mode for a waiter not queued"
+                );
+            }
+            if m.kinds.holders.is_empty() {
+                assert_eq!(m.kinds.mode, None, "{key:?}: a mode without holders");
+            }
+        }
+    }
+
     /// The model queue follows the real one where the model cannot predict on its own
     /// (skips of waits that ran out happen lazily); it must hold the same waiters in the
     /// same order, apart from those skipped.
@@ -327,6 +407,12 @@ impl Checker {
             assert_eq!(ids, real, "queue of {key:?} differs from the model");
         }
     }
+}
+
+/// True if the grant `token` of `key` was exclusive: no shared or semaphore holder has it.
+fn ks_holds_exclusive(ks: &Keyspace, key: &[u8], token: u64) -> bool {
+    !ks.lock_meta(key)
+        .is_some_and(|m| m.kinds.holders.iter().any(|h| h.token == token))
 }
 
 /// Two replicas, the cluster clock, and the checker.
@@ -371,10 +457,45 @@ impl World {
         apply_batch(&mut self.twin, 1, &batch);
         let events = self.ks.take_events();
         self.twin.take_events();
-        self.check.events(events, self.now, self.ks.revision());
+        self.check
+            .events(&self.ks, events, self.now, self.ks.revision());
+        self.check.holds(&self.ks, self.now);
         self.check.fences(&self.ks);
         assert_eq!(state(&self.ks), state(&self.twin), "replicas diverged");
         reply
+    }
+
+    /// Applies a LOCK, RLOCK or SEMACQUIRE and follows its reply in the model.
+    fn acquired(
+        &mut self,
+        cmd: Command,
+        k: Bytes,
+        o: Bytes,
+        waiter: Option<WaiterId>,
+        wait_ms: Option<u64>,
+    ) {
+        let now = self.now;
+        match self.apply(cmd) {
+            Reply::Int(t) => self.check.token(t as u64, &k, &o),
+            Reply::Nil => {}
+            Reply::Simple(s) if s == crate::cmd::lock::QUEUED => {
+                let id = waiter.expect("queued without a waiter");
+                let q = self.check.queues.entry(k).or_default();
+                let w = Queued {
+                    id,
+                    owner: o.clone(),
+                    deadline: wait_ms.filter(|&m| m > 0).map(|m| now + m),
+                };
+                // A retry by a queued owner keeps its place.
+                match q.iter_mut().find(|x| x.owner == o) {
+                    Some(x) => *x = w,
+                    None => q.push(w),
+                }
+            }
+            Reply::Error(e)
+                if e == crate::state::LIMIT_MISMATCH || e == crate::state::KIND_MISMATCH => {}
+            other => panic!("LOCK replied {other:?}"),
+        }
     }
 
     fn step(&mut self, op: Op) {
@@ -412,33 +533,47 @@ impl World {
                     delay_ms: Some(delay),
                     waiter,
                 });
-                let now = self.now;
-                match self.apply(cmd) {
-                    Reply::Int(t) => self.check.token(t as u64, &k, &o),
-                    Reply::Nil => {}
-                    Reply::Simple(s) if s == crate::cmd::lock::QUEUED => {
-                        let id = waiter.expect("queued without a waiter");
-                        let q = self.check.queues.entry(k).or_default();
-                        let w = Queued {
-                            id,
-                            owner: o.clone(),
-                            deadline: wait_ms.filter(|&m| m > 0).map(|m| now + m),
-                        };
-                        // A retry by a queued owner keeps its place.
-                        match q.iter_mut().find(|x| x.owner == o) {
-                            Some(x) => *x = w,
-                            None => q.push(w),
-                        }
+                self.acquired(cmd, k, o, waiter, wait_ms);
+            }
+            Op::Hold {
+                key,
+                owner,
+                ttl,
+                wait,
+                limit,
+            } => {
+                let (k, o) = (
+                    Bytes::from_static(KEYS[key].as_bytes()),
+                    Bytes::from_static(OWNERS[owner].as_bytes()),
+                );
+                let waiter = wait.map(|(node, _)| {
+                    self.next_seq += 1;
+                    WaiterId {
+                        node,
+                        boot: self.boot[node as usize],
+                        seq: self.next_seq,
                     }
-                    other => panic!("LOCK replied {other:?}"),
-                }
+                });
+                let wait_ms = wait.map(|(_, ms)| ms);
+                let cmd = Command::Hold(Hold {
+                    key: k.clone(),
+                    owner: o.clone(),
+                    mode: limit.map_or(Mode::Shared, Mode::Semaphore),
+                    ttl_ms: ttl,
+                    wait_ms,
+                    waiter,
+                });
+                self.acquired(cmd, k, o, waiter, wait_ms);
             }
             Op::Line(k, o, kind) => {
                 let text = line(k, o, kind);
                 let reply = self.apply(parsed(&text));
                 if let (Reply::Int(t), true) = (
                     &reply,
-                    text.starts_with("LOCK") || text.starts_with("RENEW"),
+                    text.starts_with("LOCK")
+                        || text.starts_with("RENEW")
+                        || text.starts_with("RLOCK")
+                        || text.starts_with("SEMACQUIRE"),
                 ) {
                     let (k, o) = (
                         Bytes::from_static(KEYS[k].as_bytes()),
@@ -492,17 +627,14 @@ impl World {
                     return;
                 }
                 let (key, waiter) = all[i % all.len()].clone();
-                if self.apply(Command::LockCancel(LockCancel {
-                    key: key.clone(),
-                    waiter,
-                })) == Reply::Int(1)
-                {
-                    self.check
-                        .queues
-                        .entry(key)
-                        .or_default()
-                        .retain(|w| w.id != waiter);
-                }
+                // Out of the model first: leaving the queue may grant the waiters behind it
+                // in the same entry.
+                self.check
+                    .queues
+                    .entry(key.clone())
+                    .or_default()
+                    .retain(|w| w.id != waiter);
+                self.apply(Command::LockCancel(LockCancel { key, waiter }));
             }
             Op::ReleaseGrant(i) => {
                 if self.check.grants.is_empty() {
@@ -546,9 +678,11 @@ mod tests {
         );
         let delay = prop_oneof![3 => Just(0u64), 1 => 1u64..200];
         prop_oneof![
-            6 => (k.clone(), o.clone(), 50u64..400, wait, delay)
+            6 => (k.clone(), o.clone(), 50u64..400, wait.clone(), delay)
                 .prop_map(|(key, owner, ttl, wait, delay)| Op::Lock { key, owner, ttl, wait, delay }),
             // UNLOCK, often by an owner that is queued rather than holding.
+            4 => (k.clone(), o.clone(), 50u64..400, wait.clone(), prop_oneof![3 => Just(None), 2 => Just(Some(2u32)), 1 => Just(Some(3u32))])
+                .prop_map(|(key, owner, ttl, wait, limit)| Op::Hold { key, owner, ttl, wait, limit }),
             4 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Line(k, o, 0)),
             4 => (k.clone(), o.clone(), any::<u8>()).prop_map(|(k, o, x)| Op::Line(k, o, x)),
             2 => proptest::collection::vec((k.clone(), o.clone(), any::<u8>()), 1..4).prop_map(Op::Multi),
@@ -577,6 +711,46 @@ mod tests {
         fn lock_histories_keep_every_invariant(ops in proptest::collection::vec(op(), 1..120)) {
             World::run(ops);
         }
+    }
+
+    /// SEMACQUIRE k0 (owner index) LIMIT `limit` PX 60000 (RLOCK without a limit).
+    fn hold(owner: usize, limit: Option<u32>, wait: Option<(u64, u64)>) -> Op {
+        Op::Hold {
+            key: 0,
+            owner,
+            ttl: 60_000,
+            wait,
+            limit,
+        }
+    }
+
+    /// Three owners ask for a semaphore of two permits and a reader waits behind a writer:
+    /// the checks see every hold and grant.
+    #[test]
+    fn a_semaphore_and_readers_keep_their_invariants() {
+        let mut w = World::default();
+        w.step(hold(0, Some(2), None));
+        w.step(hold(1, Some(2), None));
+        w.step(hold(2, Some(2), Some((1, 0))));
+        let (_, hs) = w.ks.lock_holders(b"k0", w.now).expect("held");
+        assert_eq!(hs.len(), 2);
+        w.step(Op::Line(0, 0, 0)); // UNLOCK k0 a: c takes its permit
+        assert_eq!(w.check.grants.len(), 1);
+        w.step(Op::Line(0, 1, 0));
+        w.step(Op::Line(0, 2, 0));
+        assert!(w.ks.lock_meta(b"k0").is_none());
+        // Readers, then a writer waits, then a reader queues behind it.
+        w.step(hold(0, None, None));
+        w.step(lock(1, Some((1, 0))));
+        w.step(hold(2, None, Some((2, 0))));
+        w.step(Op::Line(0, 0, 0)); // the reader leaves: the writer gets it
+        assert_eq!(
+            w.ks.lock_holder_token(b"k0", b"b", w.now),
+            w.check.grants.last().map(|g| g.1)
+        );
+        w.step(Op::Line(0, 1, 0)); // the writer leaves: the reader gets it
+        assert!(w.ks.lock_holders(b"k0", w.now).is_some());
+        assert_eq!(w.check.grants.len(), 3);
     }
 
     /// LOCK k0 (owner index) PX 60000, waiting as (node, ms) if given.

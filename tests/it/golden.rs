@@ -237,6 +237,8 @@ const RECIPES: &[&str] = &[
     "DIGEST k",
     "CLUSTER GETKEYSINSLOT 42 10",
     "CLUSTER COUNTKEYSINSLOT 16383",
+    "RLOCK k o PX 100 WAIT 5",
+    "SEMACQUIRE k o LIMIT 3 PX 100",
 ];
 
 fn fixture() -> PathBuf {

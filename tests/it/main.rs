@@ -40,6 +40,7 @@ mod handshake;
 mod info_stats;
 mod layers;
 mod lists_blocking;
+mod lock_kinds;
 mod lock_queue;
 mod lock_safety;
 mod lock_scripts;

@@ -53,6 +53,7 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::DbSize(_) => (&["dbsize"], none(), none()),
         C::Lock(c) => (&["lock"], one(&c.key), none()),
         C::Acquire(c) => (&["lock"], one(&c.key), none()),
+        C::Hold(c) => (&["rlock", "semacquire"], one(&c.key), none()),
         C::Unlock(c) => (&["unlock"], one(&c.key), none()),
         C::Renew(c) => (&["renew"], one(&c.key), none()),
         C::LockInfo(c) => (&["lockinfo"], one(&c.key), none()),

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::hangup::HangupWatch;
 use super::{await_write, Session};
 use crate::cmd::lock::{Acquire, QUEUED};
+use crate::cmd::rlock::Hold;
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::server::clients::UnblockWait;
@@ -32,6 +33,51 @@ fn outcome_reply(outcome: Result<Outcome, oneshot::error::RecvError>) -> Reply {
     }
 }
 
+/// A request that waits in a key's lock queue: LOCK, or RLOCK and SEMACQUIRE.
+pub(in crate::server) enum Queued {
+    /// `LOCK ... WAIT`.
+    Exclusive(Acquire),
+    /// `RLOCK ... WAIT` or `SEMACQUIRE ... WAIT`.
+    Hold(Hold),
+}
+
+impl Queued {
+    fn key(&self) -> &Bytes {
+        match self {
+            Queued::Exclusive(a) => &a.key,
+            Queued::Hold(h) => &h.key,
+        }
+    }
+
+    fn owner(&self) -> &Bytes {
+        match self {
+            Queued::Exclusive(a) => &a.owner,
+            Queued::Hold(h) => &h.owner,
+        }
+    }
+
+    fn wait_ms(&self) -> Option<u64> {
+        match self {
+            Queued::Exclusive(a) => a.wait_ms,
+            Queued::Hold(h) => h.wait_ms,
+        }
+    }
+
+    /// The command to propose, with `id` as its waiter.
+    fn into_command(self, id: WaiterId) -> Command {
+        match self {
+            Queued::Exclusive(mut a) => {
+                a.waiter = Some(id);
+                Command::Acquire(a)
+            }
+            Queued::Hold(mut h) => {
+                h.waiter = Some(id);
+                Command::Hold(h)
+            }
+        }
+    }
+}
+
 /// One waiter's identity, for leaving the queue or giving a grant back.
 struct Ticket {
     key: Bytes,
@@ -40,30 +86,26 @@ struct Ticket {
 }
 
 impl Session {
-    /// Proposes the LOCK with this session as its waiter, and waits for the answer.
-    pub(super) async fn lock_wait(
-        &mut self,
-        mut lock: Acquire,
-        stream: &mut ClientStream,
-    ) -> Reply {
+    /// Proposes the LOCK (RLOCK, SEMACQUIRE) with this session as its waiter, and waits
+    /// for the answer.
+    pub(super) async fn lock_wait(&mut self, lock: Queued, stream: &mut ClientStream) -> Reply {
         let shared = self.shared.clone();
         let (id, granted) = shared
             .waiters
-            .register(lock.key.clone(), lock.owner.clone());
+            .register(lock.key().clone(), lock.owner().clone());
         let ticket = Ticket {
-            key: lock.key.clone(),
-            owner: lock.owner.clone(),
+            key: lock.key().clone(),
+            owner: lock.owner().clone(),
             id,
         };
-        lock.waiter = Some(id);
-        let until = match lock.wait_ms {
+        let until = match lock.wait_ms() {
             Some(ms) if ms > 0 => Some(Instant::now() + Duration::from_millis(ms)),
             _ => None,
         };
         let reply = await_write(
             shared
                 .proposer
-                .submit_as(self.user.clone(), Command::Acquire(lock)),
+                .submit_as(self.user.clone(), lock.into_command(id)),
             self.write_deadline(),
         )
         .await;

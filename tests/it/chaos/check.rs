@@ -319,6 +319,155 @@ pub fn check_locks(ops: &[Op], ttl_ms: u64, rate_slack: f64) -> (LockSummary, Ve
     (sum, findings)
 }
 
+/// What the shared-hold checker counted.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct HoldSummary {
+    /// Acknowledged RLOCK grants (tokens).
+    pub shared: usize,
+    /// Acknowledged SEMACQUIRE grants (tokens).
+    pub permits: usize,
+    /// Pairs of certainly-live holds on one key checked for a conflict.
+    pub pairs_checked: usize,
+    /// The most semaphore permits seen certainly live together.
+    pub max_permits: usize,
+}
+
+/// One acknowledged hold of any kind, and when it was certainly held.
+struct Held<'a> {
+    token: i64,
+    key: &'a str,
+    owner: &'a str,
+    /// `lock`, `rlock` or `semacquire` (empty: seen in RENEW replies only).
+    kind: &'a str,
+    from: u64,
+    until: u64,
+    ops: Vec<&'a Op>,
+}
+
+/// Checks LOCK, RLOCK and SEMACQUIRE together: each acknowledged grant is certainly held
+/// from the completion of the first request that returned its token until its lease could
+/// have run out (counted from the last acknowledged request's invocation, clock-rate slack
+/// removed) or its owner's first UNLOCK was sent. Readers may overlap; a LOCK holder never
+/// overlaps a holder of another owner; at most `limit` semaphore holders overlap.
+pub fn check_holds(
+    ops: &[Op],
+    ttl_ms: u64,
+    rate_slack: f64,
+    limit: usize,
+) -> (HoldSummary, Vec<Finding>) {
+    let mut findings = Vec::new();
+    let mut sum = HoldSummary::default();
+    let lease_us = ((ttl_ms as f64) * (1.0 - rate_slack) * 1000.0) as u64;
+    let lease_us = lease_us.saturating_sub(2_000);
+    let kinds = ["lock", "rlock", "semacquire"];
+    let mut holds: BTreeMap<i64, Held> = BTreeMap::new();
+    for op in ops
+        .iter()
+        .filter(|o| kinds.contains(&o.f.as_str()) || o.f == "renew")
+    {
+        let (Outcome::Ok, Some(token)) = (op.outcome, op.result_i64()) else {
+            continue;
+        };
+        let h = holds.entry(token).or_insert(Held {
+            token,
+            key: &op.key,
+            owner: op.arg.as_deref().unwrap_or(""),
+            kind: "",
+            from: u64::MAX,
+            until: 0,
+            ops: Vec::new(),
+        });
+        if kinds.contains(&op.f.as_str()) {
+            h.kind = &op.f;
+            h.from = h.from.min(op.ret);
+        }
+        h.until = h.until.max(op.inv + lease_us);
+        h.ops.push(op);
+    }
+    let mut unlocks: HashMap<(&str, &str), u64> = HashMap::new();
+    for op in ops.iter().filter(|o| o.f == "unlock") {
+        let e = unlocks
+            .entry((op.key.as_str(), op.arg.as_deref().unwrap_or("")))
+            .or_insert(op.inv);
+        *e = (*e).min(op.inv);
+    }
+    let mut by_key: BTreeMap<&str, Vec<Held>> = BTreeMap::new();
+    for mut h in holds.into_values() {
+        match h.kind {
+            "rlock" => sum.shared += 1,
+            "semacquire" => sum.permits += 1,
+            _ => {}
+        }
+        if let Some(u) = unlocks.get(&(h.key, h.owner)) {
+            h.until = h.until.min(*u);
+        }
+        if !h.kind.is_empty() && h.from < h.until {
+            by_key.entry(h.key).or_default().push(h);
+        }
+    }
+    for hs in by_key.values() {
+        for (i, a) in hs.iter().enumerate() {
+            for b in &hs[i + 1..] {
+                if a.from >= b.until || b.from >= a.until {
+                    continue;
+                }
+                sum.pairs_checked += 1;
+                let exclusive = a.kind == "lock" || b.kind == "lock";
+                let mixed = a.kind != b.kind;
+                if a.owner != b.owner && (exclusive || mixed) {
+                    let window = a
+                        .ops
+                        .iter()
+                        .chain(b.ops.iter())
+                        .map(|o| (*o).clone())
+                        .collect();
+                    findings.push(Finding::new(
+                        "holds",
+                        format!(
+                            "{} (token {}) by {} and {} (token {}) by {} held together",
+                            a.kind, a.token, a.owner, b.kind, b.token, b.owner
+                        ),
+                        window,
+                    ));
+                }
+            }
+        }
+        // Semaphore holders live together: sweep the interval ends.
+        let mut edges: Vec<(u64, i32, i64)> = hs
+            .iter()
+            .filter(|h| h.kind == "semacquire")
+            .flat_map(|h| [(h.from, 1, h.token), (h.until, -1, h.token)])
+            .collect();
+        edges.sort_by_key(|e| (e.0, e.1));
+        let mut live: Vec<i64> = Vec::new();
+        for (_, d, token) in edges {
+            if d > 0 {
+                live.push(token);
+            } else {
+                live.retain(|t| *t != token);
+            }
+            sum.max_permits = sum.max_permits.max(live.len());
+            if live.len() > limit {
+                let window = hs
+                    .iter()
+                    .filter(|h| live.contains(&h.token))
+                    .flat_map(|h| h.ops.iter().map(|o| (*o).clone()))
+                    .collect();
+                findings.push(Finding::new(
+                    "holds",
+                    format!(
+                        "{} semaphore permits held together, limit {limit}",
+                        live.len()
+                    ),
+                    window,
+                ));
+                break;
+            }
+        }
+    }
+    (sum, findings)
+}
+
 /// The finding for grant `b` completing while the lease of `a` was still live.
 fn early_grant(a: &Grant, b: &Grant) -> Finding {
     let bop = b.ops.iter().find(|o| o.ret == b.first_ret).copied();
@@ -688,6 +837,42 @@ pub(super) mod tests {
     fn lock(c: u32, key: &str, owner: &str, t: (u64, u64), token: Option<i64>) -> Op {
         let token = token.map(|t| t.to_string());
         op(c, "lock", key, t, token.as_deref()).with_arg(owner)
+    }
+
+    fn hold(c: u32, f: &str, key: &str, owner: &str, t: (u64, u64), token: i64) -> Op {
+        let token = token.to_string();
+        op(c, f, key, t, Some(&token)).with_arg(owner)
+    }
+
+    #[test]
+    fn hold_checker_lets_readers_overlap_and_catches_a_writer_or_a_fourth_permit() {
+        let readers = vec![
+            hold(0, "rlock", "k", "a", (0, 2), 10),
+            hold(1, "rlock", "k", "b", (1, 3), 11),
+        ];
+        let (sum, f) = check_holds(&readers, 1000, 0.01, 2);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!((sum.shared, sum.pairs_checked), (2, 1));
+        let writer = [&readers[..], &[hold(2, "lock", "k", "w", (4, 5), 12)]].concat();
+        let (_, f) = check_holds(&writer, 1000, 0.01, 2);
+        assert_eq!(f.len(), 2, "{f:?}");
+        let permits = vec![
+            hold(0, "semacquire", "s", "a", (0, 2), 20),
+            hold(1, "semacquire", "s", "b", (0, 3), 21),
+            hold(2, "semacquire", "s", "c", (0, 4), 22),
+        ];
+        let (sum, f) = check_holds(&permits, 1000, 0.01, 2);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(sum.max_permits, 3);
+        // After an UNLOCK, the next permit is legal.
+        let released = vec![
+            hold(0, "semacquire", "s", "a", (0, 2), 20),
+            hold(1, "semacquire", "s", "b", (0, 3), 21),
+            op(0, "unlock", "s", (10, 11), Some("1")).with_arg("a"),
+            hold(2, "semacquire", "s", "c", (12, 14), 22),
+        ];
+        let (_, f) = check_holds(&released, 1000, 0.01, 2);
+        assert!(f.is_empty(), "{f:?}");
     }
 
     #[test]

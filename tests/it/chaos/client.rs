@@ -368,14 +368,28 @@ fn counter(c: &mut Client, mode: Mode) {
     }
 }
 
+/// The LIMIT of the lock workload's semaphore (`sem:0`).
+pub const SEMAPHORE_LIMIT: usize = 2;
+
 fn locks(c: &mut Client) {
     let px = c.spec.ttl_ms.to_string();
+    let limit = SEMAPHORE_LIMIT.to_string();
     let mut n = 0u64;
     while c.running() {
         n += 1;
-        let key = format!("lk:{}", c.rng.gen_range(0..2));
+        // Mostly LOCK on lk:0 and lk:1; also RLOCK on the same keys (readers beside
+        // writers), and SEMACQUIRE on sem:0.
+        let (f, key) = match c.rng.gen_range(0..10) {
+            0..=5 => ("lock", format!("lk:{}", c.rng.gen_range(0..2))),
+            6..=7 => ("rlock", format!("lk:{}", c.rng.gen_range(0..2))),
+            _ => ("semacquire", "sem:0".to_string()),
+        };
         let owner = format!("c{}-{n}", c.spec.id);
-        let lock = ["LOCK", key.as_str(), owner.as_str(), "PX", px.as_str()];
+        let lock: Vec<&str> = match f {
+            "lock" => vec!["LOCK", &key, &owner, "PX", &px],
+            "rlock" => vec!["RLOCK", &key, &owner, "PX", &px],
+            _ => vec!["SEMACQUIRE", &key, &owner, "LIMIT", &limit, "PX", &px],
+        };
         // Half the acquisitions wait in the key's queue (up to twice the lease, and below
         // the reply timeout), so grants by release and by expiry run through every fault.
         let wait = c
@@ -387,7 +401,7 @@ fn locks(c: &mut Client) {
         let mut granted = None;
         for attempt in 0..3 {
             let args = if attempt == 0 { first } else { &lock[..] };
-            match c.op("lock", &key, Some(&owner), None, args) {
+            match c.op(f, &key, Some(&owner), None, args) {
                 Reply::Int(t) => granted = Some(t),
                 Reply::Unknown => continue,
                 _ => {}
@@ -399,7 +413,7 @@ fn locks(c: &mut Client) {
             continue;
         };
         if c.rng.gen_bool(0.5) {
-            c.op("lock", &key, Some(&owner), None, &lock);
+            c.op(f, &key, Some(&owner), None, &lock);
         }
         let hold = c.spec.ttl_ms / 3;
         c.sleep_ms(0, hold);

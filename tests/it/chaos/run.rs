@@ -17,7 +17,9 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use super::agree::{self, DigestSummary};
-use super::check::{self, CounterSummary, Finding, LockSummary, QueueSummary, TokenSummary};
+use super::check::{
+    self, CounterSummary, Finding, HoldSummary, LockSummary, QueueSummary, TokenSummary,
+};
 use super::client::{ClientSpec, Workload, COUNTER_KEY};
 use super::history::{read_jsonl, unix_us, write_jsonl, Op, Outcome};
 use super::linear;
@@ -99,6 +101,8 @@ pub struct Report {
     pub counter: Option<CounterSummary>,
     /// Lock workload.
     pub locks: Option<LockSummary>,
+    /// Lock workload: RLOCK and SEMACQUIRE beside LOCK.
+    pub holds: Option<HoldSummary>,
     /// Queue workload (RPUSH and BLPOP).
     pub queue: Option<QueueSummary>,
     /// Tokens given by every workload's grants (one token, one grant).
@@ -134,6 +138,9 @@ impl Report {
         }
         if let Some(l) = &self.locks {
             s += &format!("  locks: {l:?}\n");
+        }
+        if let Some(h) = &self.holds {
+            s += &format!("  holds: {h:?}\n");
         }
         if let Some(q) = &self.queue {
             s += &format!("  queue: {q:?}\n");
@@ -608,6 +615,10 @@ fn check_all(spec: &RunSpec, ops: &[Op], final_value: Option<i64>, report: &mut 
         let slack = if spec.clock_fault { 0.06 } else { 0.01 };
         let (sum, f) = check::check_locks(ops, spec.ttl_ms, slack);
         report.locks = Some(sum);
+        report.findings.extend(f);
+        let limit = super::client::SEMAPHORE_LIMIT;
+        let (sum, f) = check::check_holds(ops, spec.ttl_ms, slack, limit);
+        report.holds = Some(sum);
         report.findings.extend(f);
     }
     if spec.clients.contains(&Workload::Queue) {
