@@ -170,6 +170,8 @@ mod tests {
         ("FENCEDSET data:{1} value 7 PX 100", &["data:{1}"]),
         ("FENCEDGET data:{1} 7", &["data:{1}"]),
         ("FENCECHECK res:{1} 7", &["res:{1}"]),
+        ("RLOCK res:{1} owner PX 1000 WAIT 10", &["res:{1}"]),
+        ("SEMACQUIRE res:{1} owner LIMIT 3 PX 1000", &["res:{1}"]),
     ];
 
     /// COMMAND INFO's key positions and COMMAND GETKEYS name exactly the key of each of

@@ -188,7 +188,11 @@ impl Replicated for Set {
         };
         let found = ks.get(&self.key, ctx.now).is_some();
         let old_reply = || old.clone().map_or(Reply::Nil, Reply::Bulk);
-        if (self.nx && found) || (self.xx && !found) {
+        // A key held by readers or semaphore permits has no value, but it is taken: NX (the
+        // `SET key owner NX PX` lock) must not grant a writer beside them. Before RLOCK and
+        // SEMACQUIRE no key had such holders, so old entries apply as they did.
+        let held = found || ks.lock_holders(&self.key, ctx.now).is_some();
+        if (self.nx && held) || (self.xx && !found) {
             return match (self.get, self.form) {
                 (true, _) => old_reply(),
                 (false, SetForm::SetNx) => Reply::Int(0),

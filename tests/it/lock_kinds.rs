@@ -142,3 +142,23 @@ fn a_killed_reader_leaves_the_queue_and_a_timed_out_one_gets_nil() {
     assert_eq!(admin.c("UNLOCK k w"), b":1\r\n");
     assert_eq!(admin.c("LOCKINFO k"), b"$-1\r\n", "nobody was granted");
 }
+
+/// A key held by readers or permits has no value, but `SET key owner NX` (the lock most
+/// Redis users take) must still see it taken: no writer beside readers, whichever command
+/// took the write lock. Once the shared holders are gone, SET NX succeeds again.
+#[test]
+fn set_nx_is_refused_while_readers_or_permits_hold_the_key() {
+    let srv = Server::start();
+    let mut c = srv.conn();
+    token(&c.c("RLOCK r reader PX 60000"), "RLOCK");
+    assert_eq!(
+        c.c("SET r writer NX PX 60000"),
+        b"$-1\r\n",
+        "SET NX beside a reader"
+    );
+    assert_eq!(c.c("SETNX r writer"), b":0\r\n", "SETNX beside a reader");
+    token(&c.c("SEMACQUIRE s p1 LIMIT 2 PX 60000"), "SEMACQUIRE");
+    assert_eq!(c.c("SET s writer NX"), b"$-1\r\n", "SET NX beside a permit");
+    assert_eq!(c.c("UNLOCK r reader"), b":1\r\n");
+    assert_eq!(c.c("SET r writer NX PX 60000"), b"+OK\r\n", "free again");
+}
