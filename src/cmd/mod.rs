@@ -57,6 +57,7 @@ pub mod lockwait;
 pub mod lolwut;
 pub mod memory;
 pub mod mget;
+pub mod mlock;
 pub mod monitor;
 pub mod multi;
 pub mod object;
@@ -148,6 +149,7 @@ registry::commands! {
     lcs: [56 => Lcs(Lcs)],
     lock: [13 => Lock(Lock), 36 => Acquire(Acquire)],
     rlock: [125 => Hold(Hold)],
+    mlock: [126 => MLock(MLock), 127 => MUnlock(MUnlock)],
     unlock: [14 => Unlock(Unlock)],
     renew: [15 => Renew(Renew)],
     lockinfo: [16 => LockInfo(LockInfo)],

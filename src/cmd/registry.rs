@@ -384,6 +384,8 @@ mod tests {
                     "lock",
                     "rlock",
                     "semacquire",
+                    "mlock",
+                    "munlock",
                     "unlock",
                     "renew",
                     "lockinfo",

@@ -45,12 +45,16 @@ const LOST_UNSEEN_AFTER: u8 = 10;
 /// same waiter is not taken for a grant that reached nobody.
 const ANSWERED_KEPT: usize = 1024;
 
-/// What a waiter is told: the token of its grant, or `None` when its place in the queue was
-/// lost (a snapshot install covered what happened to it).
-pub type Outcome = Option<u64>;
+/// What a waiter is told: the tokens of its grant (one per key; MLOCK waits for several),
+/// or `None` when its place in the queue was lost (a snapshot install covered what happened
+/// to it).
+pub type Outcome = Option<Vec<u64>>;
 
 struct Pending {
-    key: Bytes,
+    /// Its keys: one, or an MLOCK's.
+    keys: Vec<Bytes>,
+    /// The tokens granted so far, by key (an MLOCK's grants arrive as one event per key).
+    tokens: Vec<Option<u64>>,
     owner: Bytes,
     tx: oneshot::Sender<Outcome>,
     /// Its LOCK applied and queued it (set by the session).
@@ -83,8 +87,13 @@ impl Waiters {
         }
     }
 
-    /// Registers a waiter for `key` as `owner`; the receiver gets the token of its grant.
-    pub fn register(&self, key: Bytes, owner: Bytes) -> (WaiterId, oneshot::Receiver<Outcome>) {
+    /// Registers a waiter for `keys` (one, or an MLOCK's) as `owner`; the receiver gets the
+    /// tokens of its grant.
+    pub fn register(
+        &self,
+        keys: Vec<Bytes>,
+        owner: Bytes,
+    ) -> (WaiterId, oneshot::Receiver<Outcome>) {
         let id = WaiterId {
             node: self.node,
             boot: self.boot,
@@ -95,7 +104,8 @@ impl Waiters {
             p.insert(
                 id.seq,
                 Pending {
-                    key,
+                    tokens: vec![None; keys.len()],
+                    keys,
                     owner,
                     tx,
                     queued: false,
@@ -117,28 +127,56 @@ impl Waiters {
         }
     }
 
-    /// Unregisters a waiter. False if a grant has already been handed to it (its token is in
-    /// the receiver, or about to be).
+    /// Unregisters a waiter. False if a grant has already been handed to it (its tokens are
+    /// in the receiver, or about to be: an MLOCK's grant of which some keys have arrived
+    /// stays registered until the rest, from the same entry, arrive).
     pub fn forget(&self, id: WaiterId) -> bool {
-        self.pending
-            .lock()
-            .map(|mut p| p.remove(&id.seq).is_some())
-            .unwrap_or(false)
+        let Ok(mut p) = self.pending.lock() else {
+            return false;
+        };
+        match p.get(&id.seq) {
+            Some(w) if w.tokens.iter().any(Option::is_some) => false,
+            Some(_) => p.remove(&id.seq).is_some(),
+            None => false,
+        }
     }
 
-    /// Hands a grant to its waiter; false if the waiter is not registered (or has gone).
-    fn deliver(&self, id: WaiterId, token: u64) -> bool {
+    /// Hands the grant of `key` to its waiter. `Err` lists the grants to give back: the
+    /// waiter is not registered (or has gone).
+    fn deliver(&self, id: WaiterId, key: &Bytes, token: u64) -> Result<(), Vec<(Bytes, u64)>> {
         if id.node != self.node || id.boot != self.boot {
-            return true; // another node's or another process's waiter: not ours to act on
+            return Ok(()); // another node's or another process's waiter: not ours to act on
         }
-        let pending = self.pending.lock().ok().and_then(|mut p| p.remove(&id.seq));
-        match pending {
-            Some(p) => p.tx.send(Some(token)).is_ok(),
+        let Ok(mut pending) = self.pending.lock() else {
+            return Err(vec![(key.clone(), token)]);
+        };
+        let Some(p) = pending.get_mut(&id.seq) else {
+            drop(pending);
             // Already answered from the state with this very grant's token.
-            None => self.answered.lock().is_ok_and(|mut a| {
+            let answered = self.answered.lock().is_ok_and(|mut a| {
                 let pos = a.iter().position(|&(s, t)| s == id.seq && t == token);
                 pos.and_then(|i| a.remove(i)).is_some()
-            }),
+            });
+            return if answered {
+                Ok(())
+            } else {
+                Err(vec![(key.clone(), token)])
+            };
+        };
+        match p.keys.iter().position(|k| k == key) {
+            Some(i) => p.tokens[i] = Some(token),
+            None => return Err(vec![(key.clone(), token)]),
+        }
+        if p.tokens.iter().any(Option::is_none) {
+            return Ok(()); // the rest of an MLOCK's grant follows
+        }
+        let Some(p) = pending.remove(&id.seq) else {
+            return Ok(());
+        };
+        let tokens: Vec<u64> = p.tokens.iter().flatten().copied().collect();
+        match p.tx.send(Some(tokens.clone())) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(p.keys.into_iter().zip(tokens).collect()),
         }
     }
 
@@ -147,11 +185,13 @@ impl Waiters {
         let Some(p) = pending.remove(&seq) else {
             return;
         };
-        if let (Some(token), Ok(mut a)) = (outcome, self.answered.lock()) {
-            if a.len() >= ANSWERED_KEPT {
-                a.pop_front();
+        if let (Some(tokens), Ok(mut a)) = (&outcome, self.answered.lock()) {
+            for &token in tokens {
+                if a.len() >= ANSWERED_KEPT {
+                    a.pop_front();
+                }
+                a.push_back((seq, token));
             }
-            a.push_back((seq, token));
         }
         let _ = p.tx.send(outcome);
     }
@@ -166,7 +206,7 @@ pub enum Ended {
     /// waiter (its event is still on its way, or a snapshot install covered it): the client
     /// is told the token, as a LOCK by a holder is, and a late grant event for it is not
     /// taken for a grant that reached nobody.
-    Held(u64),
+    Held(Vec<u64>),
     /// Not held: the caller leaves the queue and answers as the wait's end says.
     Free,
 }
@@ -189,9 +229,11 @@ pub fn end_wait(shared: &Shared, id: WaiterId) -> Ended {
         return Ended::Delivered;
     };
     match holder_token(&st.ks, p, now) {
-        Some(token) => {
-            shared.waiters.answer(&mut pending, id.seq, Some(token));
-            Ended::Held(token)
+        Some(tokens) => {
+            shared
+                .waiters
+                .answer(&mut pending, id.seq, Some(tokens.clone()));
+            Ended::Held(tokens)
         }
         None => {
             pending.remove(&id.seq);
@@ -247,9 +289,12 @@ pub async fn run(
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
-                Ok(Event::Lock { kind: LockEventKind::Granted, key, token, owner, waiter: Some(id) }) => {
-                    if !shared.waiters.deliver(id, token) {
-                        release(&shared, key, token, owner, id);
+                // A grant to a waiter; or, for an MLOCK, a key its owner held already.
+                Ok(Event::Lock { kind: LockEventKind::Granted | LockEventKind::Renewed, key, token, owner, waiter: Some(id) }) => {
+                    if let Err(back) = shared.waiters.deliver(id, &key, token) {
+                        for (key, token) in back {
+                            release(&shared, key, token, owner.clone(), id);
+                        }
                     }
                 }
                 Ok(Event::Served { waiter, reply }) => super::popwait::deliver(&shared, waiter, &reply),
@@ -282,7 +327,7 @@ fn deliver_from_state(shared: &Shared) {
     let Ok(mut pending) = shared.waiters.pending.lock() else {
         return;
     };
-    let granted: Vec<(u64, u64)> = pending
+    let granted: Vec<(u64, Vec<u64>)> = pending
         .iter()
         .filter_map(|(seq, p)| holder_token(&st.ks, p, now).map(|t| (*seq, t)))
         .collect();
@@ -291,9 +336,13 @@ fn deliver_from_state(shared: &Shared) {
     }
 }
 
-/// The token of the lease `p`'s owner holds on its key at `now` (in any mode), if it holds it.
-fn holder_token(ks: &crate::state::Keyspace, p: &Pending, now: u64) -> Option<u64> {
-    ks.lock_holder_token(&p.key, &p.owner, now)
+/// The tokens of the leases `p`'s owner holds on its keys at `now` (in any mode), if it
+/// holds every one.
+fn holder_token(ks: &crate::state::Keyspace, p: &Pending, now: u64) -> Option<Vec<u64>> {
+    p.keys
+        .iter()
+        .map(|k| ks.lock_holder_token(k, &p.owner, now))
+        .collect()
 }
 
 /// Answers the queued waiters that have been missing from their queue for [`LOST_AFTER`]
@@ -311,10 +360,13 @@ fn answer_lost(shared: &Shared) {
     let mut lost = Vec::new();
     for (&seq, p) in pending.iter_mut().filter(|(_, p)| p.queued) {
         let id = WaiterId { node, boot, seq };
-        let queued = st
-            .ks
-            .lock_meta(&p.key)
-            .is_some_and(|m| m.queue.iter().any(|w| w.id == id));
+        // An MLOCK waiter is in all its keys' queues or none (it joins and leaves them in
+        // one entry), so its first key tells.
+        let queued = p.keys.first().is_some_and(|k| {
+            st.ks
+                .lock_meta(k)
+                .is_some_and(|m| m.queue.iter().any(|w| w.id == id))
+        });
         p.seen |= queued;
         p.misses = if queued {
             0

@@ -261,7 +261,7 @@ impl Metrics {
 
     /// Records a `LOCK ... WAIT` of this node's client that ended with a grant.
     pub fn lock_waited(&self, started: Instant, reply: &Reply) {
-        if matches!(reply, Reply::Int(_)) {
+        if matches!(reply, Reply::Int(_) | Reply::Array(_)) {
             self.lock
                 .wait_seconds
                 .0

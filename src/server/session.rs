@@ -432,20 +432,14 @@ impl Session {
         let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
-            Ok(Request::Write(Command::Acquire(lock))) if lock.wait_ms.is_some() => {
-                self.finish_slots(stream).await?;
-                let lock = self.shared.with_default_delay(lock);
-                let started = std::time::Instant::now();
-                let reply = self.lock_wait(Queued::Exclusive(lock), stream).await;
-                if let Some(m) = &self.shared.metrics {
-                    m.lock_waited(started, &reply);
-                }
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Write(Command::Hold(hold))) if hold.wait_ms.is_some() => {
+            // LOCK, RLOCK, SEMACQUIRE and MLOCK with WAIT: the session waits in the queue.
+            Ok(Request::Write(c)) if Queued::waits(&c) => {
                 self.finish_slots(stream).await?;
                 let started = std::time::Instant::now();
-                let reply = self.lock_wait(Queued::Hold(hold), stream).await;
+                let reply = match Queued::take(c, &self.shared) {
+                    Some(lock) => self.lock_wait(lock, stream).await,
+                    None => Reply::err("ERR internal: not a lock wait"),
+                };
                 if let Some(m) = &self.shared.metrics {
                     m.lock_waited(started, &reply);
                 }

@@ -172,6 +172,7 @@ impl Feed {
             delay,
             blocked_until,
             kinds,
+            groups,
         } = m;
         self.len(queue.len());
         for w in queue {
@@ -225,6 +226,18 @@ impl Feed {
                 self.u64(*token);
                 self.u64(*expire_at);
                 self.bool(*renewed);
+            }
+        }
+        // MLOCK waiters' keys: fed only when present, as `kinds` are.
+        if !groups.is_empty() {
+            self.tag(3);
+            self.len(groups.len());
+            for (id, keys) in groups {
+                self.waiter_id(id);
+                self.len(keys.len());
+                for k in keys {
+                    self.bytes(k);
+                }
             }
         }
     }

@@ -49,8 +49,8 @@ pub struct Waiter {
 
 /// A key's queue and lock-delay, and the holders of a shared lock or semaphore.
 ///
-/// Stored with postcard. `kinds` was added after the first three fields: a record written
-/// before it (three fields) reads with `kinds` empty (see the `Deserialize` impl below).
+/// Stored with postcard. `kinds` and then `groups` were added after the first three fields:
+/// a record written before them reads with them empty (see the `Deserialize` impl below).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LockMeta {
     /// Waiters in arrival (log) order.
@@ -62,6 +62,9 @@ pub struct LockMeta {
     pub blocked_until: u64,
     /// The shared and semaphore side: waiters' modes and the holders.
     pub kinds: Kinds,
+    /// The queued MLOCK waiters: each one's keys, in its command's order. Every key of an
+    /// MLOCK holds the same row, and the waiter is in each of their queues.
+    pub groups: Vec<(WaiterId, Vec<Bytes>)>,
 }
 
 /// How a lock is held or asked for.
@@ -137,15 +140,18 @@ impl<'de> Deserialize<'de> for LockMeta {
                 // A record written before `kinds` existed ends here: postcard reports the
                 // end of its input as an error, which means "no kinds".
                 let kinds = s.next_element().ok().flatten().unwrap_or_default();
+                // The same for `groups`, added after `kinds`.
+                let groups = s.next_element().ok().flatten().unwrap_or_default();
                 Ok(LockMeta {
                     queue,
                     delay,
                     blocked_until,
                     kinds,
+                    groups,
                 })
             }
         }
-        const FIELDS: &[&str] = &["queue", "delay", "blocked_until", "kinds"];
+        const FIELDS: &[&str] = &["queue", "delay", "blocked_until", "kinds", "groups"];
         d.deserialize_struct("LockMeta", FIELDS, V)
     }
 }
@@ -158,6 +164,19 @@ impl LockMeta {
             && self.blocked_until <= now
             && self.kinds.holders.is_empty()
             && self.kinds.modes.is_empty()
+            && self.groups.is_empty()
+    }
+
+    /// The keys of a queued MLOCK waiter (`None`: a waiter of one key).
+    pub(super) fn group_of(&self, id: WaiterId) -> Option<&Vec<Bytes>> {
+        self.groups.iter().find(|(w, _)| *w == id).map(|(_, ks)| ks)
+    }
+
+    /// The position of the first waiter whose wait has not run out at `now`.
+    pub(super) fn first_live(&self, now: u64) -> Option<usize> {
+        self.queue
+            .iter()
+            .position(|w| w.deadline.is_none_or(|d| d > now))
     }
 
     /// The mode of a queued waiter.
@@ -183,11 +202,13 @@ impl LockMeta {
         }
     }
 
-    /// Drops the modes of waiters no longer queued.
-    fn tidy(&mut self) {
+    /// Drops the modes and MLOCK keys of waiters no longer queued.
+    pub(super) fn tidy(&mut self) {
         let queue = &self.queue;
         self.kinds
             .modes
+            .retain(|(id, _)| queue.iter().any(|w| w.id == *id));
+        self.groups
             .retain(|(id, _)| queue.iter().any(|w| w.id == *id));
         if self.kinds.holders.is_empty() {
             self.kinds.mode = None;
@@ -310,7 +331,7 @@ impl Keyspace {
             delay_ms: a.delay_ms,
             deadline,
         };
-        self.enqueue(a.key, waiter, Mode::Exclusive);
+        self.enqueue(a.key, waiter, Mode::Exclusive, now);
         Acquired::Queued
     }
 
@@ -370,14 +391,23 @@ impl Keyspace {
             delay_ms: 0,
             deadline,
         };
-        self.enqueue(a.key, waiter, mode);
+        self.enqueue(a.key, waiter, mode, now);
         Ok(Acquired::Queued)
     }
 
     /// Puts a waiter at the end of the queue of `key`. A retry by an owner already queued
     /// keeps its place (its earlier request may have been queued even though its client saw
     /// no reply), with the new request's waiter and mode.
-    fn enqueue(&mut self, key: &Bytes, waiter: Waiter, mode: Mode) {
+    fn enqueue(&mut self, key: &Bytes, waiter: Waiter, mode: Mode, now: u64) {
+        // An MLOCK waiter of the owner keeps no place here: it leaves all its queues (a
+        // place kept in one of them only could order two MLOCKs differently in two queues).
+        let group = self.lock_meta(key).and_then(|m| {
+            let old = m.queue.iter().find(|w| w.owner == waiter.owner)?;
+            Some((old.id, m.group_of(old.id)?.clone()))
+        });
+        if let Some((old, keys)) = group {
+            self.drop_waiter(&keys, old, now);
+        }
         let meta = self.lock_meta_mut(key);
         let id = waiter.id;
         match meta.queue.iter_mut().find(|w| w.owner == waiter.owner) {
@@ -549,15 +579,20 @@ impl Keyspace {
         let Some(meta) = self.lock_meta(key) else {
             return false;
         };
-        let Some(pos) = meta.queue.iter().position(|w| w.id == id) else {
+        if !meta.queue.iter().any(|w| w.id == id) {
             return false;
-        };
-        let meta = self.lock_meta_mut(key);
-        meta.queue.remove(pos);
-        meta.tidy();
-        self.drop_lock_meta_if_idle(key, now);
-        // The waiter may have kept readers or permits from the waiters behind it.
-        self.settle_lock(key, now, self.revision());
+        }
+        // An MLOCK waiter leaves the queues of all its keys.
+        let keys = meta
+            .group_of(id)
+            .cloned()
+            .unwrap_or_else(|| vec![key.clone()]);
+        self.drop_waiter(&keys, id, now);
+        for key in &keys {
+            self.drop_lock_meta_if_idle(key, now);
+            // The waiter may have kept readers, permits or others from the waiters behind it.
+            self.settle_lock(key, now, self.revision());
+        }
         true
     }
 
@@ -641,7 +676,13 @@ impl Keyspace {
             else {
                 break;
             };
-            let mode = meta.mode_of(meta.queue[pos].id);
+            let id = meta.queue[pos].id;
+            if let Some(keys) = meta.group_of(id).cloned() {
+                // An MLOCK waiter: granted all its keys at once, or it waits on.
+                granted |= self.grant_group(id, &keys, now, revision);
+                break;
+            }
+            let mode = meta.mode_of(id);
             if !meta.admits(mode) {
                 break;
             }
@@ -733,10 +774,19 @@ impl Keyspace {
                 let expired = stored.is_some_and(|e| !e.live(now));
                 let free = stored.is_none() || expired;
                 let lapsed = m.kinds.holders.iter().any(|h| h.expire_at <= now);
+                // A free key whose first live waiter is an MLOCK that is not ready waits
+                // for its other keys (an entry for it would grant nothing).
+                let blocked_group = || {
+                    m.first_live(now).is_some_and(|p| {
+                        let id = m.queue[p].id;
+                        m.group_of(id)
+                            .is_some_and(|keys| !self.group_ready(id, keys, now))
+                    })
+                };
                 expired
                     || lapsed
                     || m.idle(now)
-                    || (free && !m.queue.is_empty() && m.blocked_until <= now)
+                    || (free && !m.queue.is_empty() && m.blocked_until <= now && !blocked_group())
             })
             .take(limit)
             .map(|(k, _)| k.clone())
@@ -771,7 +821,7 @@ impl Keyspace {
     /// Gives the lock to `owner` and returns its token: `revision`, or a new revision if
     /// this command already gave `revision` out ([`Keyspace::take_token`]).
     #[allow(clippy::too_many_arguments)]
-    fn grant(
+    pub(super) fn grant(
         &mut self,
         key: &Bytes,
         owner: &Bytes,
@@ -820,7 +870,7 @@ impl Keyspace {
         }
     }
 
-    fn emit_lock(
+    pub(super) fn emit_lock(
         &mut self,
         kind: LockEventKind,
         key: &Bytes,
@@ -838,7 +888,7 @@ impl Keyspace {
     }
 
     /// Removes the lock record of `key` if it holds nothing at `now`.
-    fn drop_lock_meta_if_idle(&mut self, key: &Bytes, now: u64) {
+    pub(super) fn drop_lock_meta_if_idle(&mut self, key: &Bytes, now: u64) {
         if self.lock_meta(key).is_some_and(|m| m.idle(now)) {
             self.remove_lock_meta(key);
         }

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod digest;
 pub mod keyspace;
 pub mod locks;
+pub mod mlocks;
 pub mod notify;
 pub mod pattern;
 pub mod popq;
@@ -21,6 +22,7 @@ pub use locks::{
     Acquire, Acquired, Holder, Kinds, LockEventKind, LockMeta, Mode, Waiter, WaiterId,
     KIND_MISMATCH, LIMIT_MISMATCH,
 };
+pub use mlocks::{MultiAcquire, MultiAcquired};
 pub use popq::{PopKind, PopWaiter};
 pub use scripts::DEFAULT_SCRIPT_BUDGET;
 pub use zset::ZSet;

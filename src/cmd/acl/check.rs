@@ -222,6 +222,13 @@ pub fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
     if matches!(spec.name, "sort" | "sort_ro") {
         return sort_keys(argv);
     }
+    // `MLOCK owner [options] KEYS n key ...`, `MUNLOCK owner KEYS n key ...`.
+    if matches!(spec.name, "mlock" | "munlock") {
+        return crate::cmd::mlock::key_args(argv)
+            .iter()
+            .map(|k| k.as_ref())
+            .collect();
+    }
     // SINTERCARD numkeys key ...: the table gives it no key positions (movable keys).
     if spec.name == "sintercard" {
         let n = argv.get(1).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;

@@ -54,6 +54,8 @@ fn forwarded_subject(cmd: &Command) -> Option<Touches<'_>> {
         C::Lock(c) => (&["lock"], one(&c.key), none()),
         C::Acquire(c) => (&["lock"], one(&c.key), none()),
         C::Hold(c) => (&["rlock", "semacquire"], one(&c.key), none()),
+        C::MLock(c) => (&["mlock"], many(&c.keys), none()),
+        C::MUnlock(c) => (&["munlock"], many(&c.keys), none()),
         C::Unlock(c) => (&["unlock"], one(&c.key), none()),
         C::Renew(c) => (&["renew"], one(&c.key), none()),
         C::LockInfo(c) => (&["lockinfo"], one(&c.key), none()),

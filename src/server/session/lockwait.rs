@@ -1,6 +1,7 @@
-//! `LOCK ... WAIT`: the session joins the key's queue through the log and blocks until the
-//! node's waiter task hands it the grant (see `server::lockwait`), the wait runs out, the
-//! client hangs up or is killed, or CLIENT UNBLOCK ends it.
+//! `LOCK ... WAIT` (and RLOCK, SEMACQUIRE, MLOCK): the session joins the key's queue (an
+//! MLOCK every key's) through the log and blocks until the node's waiter task hands it the
+//! grant (see `server::lockwait`), the wait runs out, the client hangs up or is killed, or
+//! CLIENT UNBLOCK ends it.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use tokio::time::Instant;
 use super::hangup::HangupWatch;
 use super::{await_write, Session};
 use crate::cmd::lock::{Acquire, QUEUED};
+use crate::cmd::mlock::{tokens_reply, MLock};
 use crate::cmd::rlock::Hold;
 use crate::cmd::Command;
 use crate::resp::Reply;
@@ -24,28 +26,61 @@ use crate::state::WaiterId;
 const LOST: &str =
     "ERR the lock wait lost its place in the queue (its node installed a snapshot); retry";
 
+/// The reply for a grant's tokens: a token, or an MLOCK's array of them.
+fn grant_reply(tokens: &[u64], multi: bool) -> Reply {
+    match (tokens, multi) {
+        ([t], false) => Reply::Int(*t as i64),
+        (ts, _) => tokens_reply(ts),
+    }
+}
+
 /// The reply for what the waiter task handed over.
-fn outcome_reply(outcome: Result<Outcome, oneshot::error::RecvError>) -> Reply {
+fn outcome_reply(outcome: Result<Outcome, oneshot::error::RecvError>, multi: bool) -> Reply {
     match outcome {
-        Ok(Some(t)) => Reply::Int(t as i64),
+        Ok(Some(ts)) => grant_reply(&ts, multi),
         Ok(None) => Reply::err(LOST),
         Err(_) => Reply::err("ERR internal: the lock waiter was dropped"),
     }
 }
 
-/// A request that waits in a key's lock queue: LOCK, or RLOCK and SEMACQUIRE.
+/// A request that waits in a key's lock queue: LOCK, RLOCK and SEMACQUIRE, or MLOCK in
+/// several keys' queues.
 pub(in crate::server) enum Queued {
     /// `LOCK ... WAIT`.
     Exclusive(Acquire),
     /// `RLOCK ... WAIT` or `SEMACQUIRE ... WAIT`.
     Hold(Hold),
+    /// `MLOCK ... WAIT`.
+    Multi(MLock),
 }
 
 impl Queued {
-    fn key(&self) -> &Bytes {
+    /// True for a command that waits in a lock queue: one with WAIT.
+    pub(in crate::server) fn waits(c: &Command) -> bool {
+        match c {
+            Command::Acquire(a) => a.wait_ms.is_some(),
+            Command::Hold(h) => h.wait_ms.is_some(),
+            Command::MLock(m) => m.wait_ms.is_some(),
+            _ => false,
+        }
+    }
+
+    /// The wait of a command [`Queued::waits`] accepts (a LOCK gets the server's default
+    /// lock-delay if it names none).
+    pub(in crate::server) fn take(c: Command, shared: &crate::server::Shared) -> Option<Queued> {
+        match c {
+            Command::Acquire(a) => Some(Queued::Exclusive(shared.with_default_delay(a))),
+            Command::Hold(h) => Some(Queued::Hold(h)),
+            Command::MLock(m) => Some(Queued::Multi(m)),
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<Bytes> {
         match self {
-            Queued::Exclusive(a) => &a.key,
-            Queued::Hold(h) => &h.key,
+            Queued::Exclusive(a) => vec![a.key.clone()],
+            Queued::Hold(h) => vec![h.key.clone()],
+            Queued::Multi(m) => m.keys.clone(),
         }
     }
 
@@ -53,6 +88,7 @@ impl Queued {
         match self {
             Queued::Exclusive(a) => &a.owner,
             Queued::Hold(h) => &h.owner,
+            Queued::Multi(m) => &m.owner,
         }
     }
 
@@ -60,6 +96,7 @@ impl Queued {
         match self {
             Queued::Exclusive(a) => a.wait_ms,
             Queued::Hold(h) => h.wait_ms,
+            Queued::Multi(m) => m.wait_ms,
         }
     }
 
@@ -74,15 +111,38 @@ impl Queued {
                 h.waiter = Some(id);
                 Command::Hold(h)
             }
+            Queued::Multi(mut m) => {
+                m.waiter = Some(id);
+                Command::MLock(m)
+            }
         }
     }
 }
 
 /// One waiter's identity, for leaving the queue or giving a grant back.
 struct Ticket {
-    key: Bytes,
+    /// Its keys: one, or an MLOCK's (which leaves all its queues by any one of them).
+    keys: Vec<Bytes>,
     owner: Bytes,
     id: WaiterId,
+    /// An MLOCK: answered with an array.
+    multi: bool,
+}
+
+impl Ticket {
+    /// Proposes leaving the queue (every queue of an MLOCK).
+    fn cancel(&self, shared: &crate::server::Shared) {
+        if let Some(key) = self.keys.first() {
+            cancel(shared, key.clone(), self.id);
+        }
+    }
+
+    /// Gives back a grant that reached no client: each key's lease.
+    fn give_back(&self, shared: &std::sync::Arc<crate::server::Shared>, tokens: Vec<u64>) {
+        for (key, token) in self.keys.iter().zip(tokens) {
+            release(shared, key.clone(), token, self.owner.clone(), self.id);
+        }
+    }
 }
 
 impl Session {
@@ -90,13 +150,12 @@ impl Session {
     /// for the answer.
     pub(super) async fn lock_wait(&mut self, lock: Queued, stream: &mut ClientStream) -> Reply {
         let shared = self.shared.clone();
-        let (id, granted) = shared
-            .waiters
-            .register(lock.key().clone(), lock.owner().clone());
+        let (id, granted) = shared.waiters.register(lock.keys(), lock.owner().clone());
         let ticket = Ticket {
-            key: lock.key().clone(),
+            keys: lock.keys(),
             owner: lock.owner().clone(),
             id,
+            multi: matches!(lock, Queued::Multi(_)),
         };
         let until = match lock.wait_ms() {
             Some(ms) if ms > 0 => Some(Instant::now() + Duration::from_millis(ms)),
@@ -111,7 +170,7 @@ impl Session {
         .await;
         match &reply {
             Reply::Simple(s) if s == QUEUED => shared.waiters.mark_queued(id),
-            Reply::Int(_) | Reply::Nil => {
+            Reply::Int(_) | Reply::Nil | Reply::Array(_) => {
                 shared.waiters.forget(id);
                 return reply;
             }
@@ -152,7 +211,7 @@ impl Session {
         };
         tokio::pin!(timeout);
         tokio::select! {
-            outcome = &mut granted => outcome_reply(outcome),
+            outcome = &mut granted => outcome_reply(outcome, t.multi),
             error = unblock.wait() => {
                 let free = match super::blocking::unblock_reply(error) {
                     Reply::NilArray => Reply::Nil,
@@ -172,12 +231,7 @@ impl Session {
             }
             // A client that hangs up while it waits, even after sending more commands.
             () = watch.hung_up(stream) => {
-                if shared.waiters.forget(t.id) {
-                    cancel(&shared, t.key.clone(), t.id);
-                } else if let Ok(Some(token)) = granted.await {
-                    // Granted to a connection that has closed: released at once.
-                    release(&shared, t.key.clone(), token, t.owner.clone(), t.id);
-                }
+                leave(&shared, t, granted).await;
                 Reply::Nil
             }
         }
@@ -194,14 +248,14 @@ async fn stop_waiting(
 ) -> Reply {
     match end_wait(shared, t.id) {
         // Granted just now: the token is on its way.
-        Ended::Delivered => outcome_reply(granted.await),
-        Ended::Held(token) => {
+        Ended::Delivered => outcome_reply(granted.await, t.multi),
+        Ended::Held(tokens) => {
             // Still queued if the owner holds the lock through another connection.
-            cancel(shared, t.key.clone(), t.id);
-            Reply::Int(token as i64)
+            t.cancel(shared);
+            grant_reply(&tokens, t.multi)
         }
         Ended::Free => {
-            cancel(shared, t.key.clone(), t.id);
+            t.cancel(shared);
             free
         }
     }
@@ -215,8 +269,9 @@ async fn leave(
     granted: oneshot::Receiver<Outcome>,
 ) {
     if shared.waiters.forget(t.id) {
-        cancel(shared, t.key.clone(), t.id);
-    } else if let Ok(Some(token)) = granted.await {
-        release(shared, t.key.clone(), token, t.owner.clone(), t.id);
+        t.cancel(shared);
+    } else if let Ok(Some(tokens)) = granted.await {
+        // Granted to a connection that has closed: released at once.
+        t.give_back(shared, tokens);
     }
 }
