@@ -74,8 +74,8 @@ impl Keyspace {
     }
 
     /// MLOCK: takes every key of `a` for its owner at `now`, or none; a grant's token is
-    /// `revision` (each key its own, see [`Keyspace::take_token`]). Keys with a live waiter
-    /// of another owner are taken: the queues are FIFO.
+    /// `revision` (each key its own, see [`Keyspace::take_token`]). A key with a live waiter
+    /// is taken, as for LOCK: the queues are FIFO.
     pub fn lock_acquire_all(
         &mut self,
         a: MultiAcquire<'_>,
@@ -86,20 +86,14 @@ impl Keyspace {
             self.settle_lock(key, now, revision);
         }
         let waited = |ks: &Keyspace, key: &Bytes| {
-            ks.lock_meta(key).is_some_and(|m| {
-                m.queue
-                    .iter()
-                    .any(|w| w.owner != a.owner && w.deadline.is_none_or(|d| d > now))
-            })
+            ks.lock_meta(key)
+                .is_some_and(|m| m.first_live(now).is_some())
         };
         let clear = a
             .keys
             .iter()
             .all(|k| self.claim(k, a.owner, now) != Claim::Taken && !waited(self, k));
         if clear {
-            // The owner's own waiters on these keys are answered by the grant (their
-            // sessions find the owner holding the key).
-            self.drop_owner_waiters(a.keys, a.owner, now);
             let tokens = self.take_all(a.keys, a.owner, a.ttl_ms, None, now, revision);
             return MultiAcquired::Granted(tokens);
         }

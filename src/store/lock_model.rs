@@ -12,6 +12,11 @@
 //! - RLOCK and SEMACQUIRE (with and without WAIT) share the queues: at most one exclusive
 //!   holder, never a lock-granted exclusive holder beside a shared one, a semaphore never
 //!   above its limit, holders all of one mode, and every queued waiter's mode recorded;
+//! - MLOCK (with and without WAIT) is all or none: a reply's tokens are the owner's on every
+//!   key right after the entry, a nil reply grants nothing, and a queued MLOCK is granted
+//!   all its keys in one entry (in FIFO order on each), never some of them;
+//! - nothing waits for ever: once the holders stop, time passes and eviction entries run,
+//!   no waiter whose wait is live is left in a queue (no deadlock between MLOCKs);
 //! - a replica that restores from its persisted parts at any point stays identical to one
 //!   that never did.
 //!
@@ -26,6 +31,7 @@ use bytes::Bytes;
 use crate::cmd::evict::Evict;
 use crate::cmd::lock::Acquire;
 use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
+use crate::cmd::mlock::MLock;
 use crate::cmd::multi::Exec;
 use crate::cmd::rlock::Hold;
 use crate::cmd::{parse, Command, Request};
@@ -56,6 +62,14 @@ pub enum Op {
         wait: Option<(u64, u64)>,
         limit: Option<u32>,
     },
+    /// MLOCK owner PX ttl [WAIT wait] KEYS n ...: both keys (`first` first), or `first` alone.
+    MLock {
+        first: usize,
+        both: bool,
+        owner: usize,
+        ttl: u64,
+        wait: Option<(u64, u64)>,
+    },
     /// A plain data command line (key and owner indices filled in).
     Line(usize, usize, u8),
     /// Several data command lines in one MULTI/EXEC.
@@ -78,7 +92,7 @@ pub enum Op {
 
 fn line(key: usize, owner: usize, kind: u8) -> String {
     let (k, o) = (KEYS[key], OWNERS[owner]);
-    match kind % 12 {
+    match kind % 14 {
         0 => format!("UNLOCK {k} {o}"),
         1 => format!("RENEW {k} {o} PX 300"),
         2 => format!("DEL {k}"),
@@ -90,6 +104,8 @@ fn line(key: usize, owner: usize, kind: u8) -> String {
         8 => format!("COPY {k} {} REPLACE", KEYS[1 - key]),
         10 => format!("RLOCK {k} {o} PX 150"),
         11 => format!("SEMACQUIRE {k} {o} LIMIT 2 PX 150"),
+        12 => format!("MLOCK {o} PX 150 KEYS 2 {k} {}", KEYS[1 - key]),
+        13 => format!("MUNLOCK {o} KEYS 2 {k} {}", KEYS[1 - key]),
         _ => format!("LOCK {k} {o} PX 150"),
     }
 }
@@ -108,7 +124,7 @@ impl Op {
         };
         let key = |b: u8| b as usize % KEYS.len();
         let owner = |b: u8| b as usize % OWNERS.len();
-        let op = match tag % 13 {
+        let op = match tag % 14 {
             0..=2 => {
                 let b = take(5)?;
                 Op::Lock {
@@ -164,6 +180,17 @@ impl Op {
                         4..=6 => Some(2),
                         _ => Some(3),
                     },
+                }
+            }
+            12 => {
+                let b = take(4)?;
+                Op::MLock {
+                    first: key(b[0]),
+                    both: b[0] & 0x10 == 0,
+                    owner: owner(b[1]),
+                    ttl: 50 + u64::from(b[2]) * 2,
+                    wait: (b[3] % 4 != 0)
+                        .then(|| (1 + u64::from(b[3] % 2), u64::from(b[3] >> 2) * 8)),
                 }
             }
             _ => Op::Sleep(1 + u64::from(take(1)?[0])),
@@ -263,6 +290,8 @@ struct Queued {
     id: WaiterId,
     owner: Bytes,
     deadline: Option<u64>,
+    /// An MLOCK waiter's keys.
+    group: Option<Vec<Bytes>>,
 }
 
 #[derive(Default)]
@@ -275,8 +304,10 @@ struct Checker {
     queues: HashMap<Bytes, Vec<Queued>>,
     /// Every grant to a waiter: (key, token, owner, waiter).
     grants: Vec<(Bytes, u64, Bytes, WaiterId)>,
-    /// Waiters granted so far.
-    granted: std::collections::HashSet<WaiterId>,
+    /// Waiters granted so far, by key (an MLOCK waiter is granted each of its keys once).
+    granted: std::collections::HashSet<(WaiterId, Bytes)>,
+    /// The grants of the last entry that went to no waiter: (key, owner, token).
+    immediate: Vec<(Bytes, Bytes, u64)>,
     fences: BTreeMap<Bytes, u64>,
     /// Tokens of exclusive leases granted by lock commands (LOCK, a queued LOCK's grant).
     exclusive: std::collections::HashSet<u64>,
@@ -291,9 +322,12 @@ impl Checker {
 
     /// Checks the events of one entry at cluster time `now`.
     fn events(&mut self, ks: &Keyspace, events: Vec<Event>, now: u64, revision: u64) {
+        self.immediate.clear();
+        // MLOCK waiters granted in this entry, and the keys each got.
+        let mut groups: HashMap<WaiterId, (Vec<Bytes>, Vec<Bytes>)> = HashMap::new();
         for e in events {
             let Event::Lock {
-                kind: LockEventKind::Granted,
+                kind,
                 key,
                 token,
                 owner,
@@ -302,6 +336,17 @@ impl Checker {
             else {
                 continue;
             };
+            match (kind, waiter) {
+                (LockEventKind::Granted, _) => {}
+                // An MLOCK waiter's key that its owner already held: served, not granted.
+                (LockEventKind::Renewed, Some(id)) => {
+                    let head = self.serve(&key, id, &owner, now);
+                    let group = head.group.expect("a renewal served a waiter of one key");
+                    groups.entry(id).or_insert((group, Vec::new())).1.push(key);
+                    continue;
+                }
+                _ => continue,
+            }
             assert!(token <= revision, "token {token} above revision {revision}");
             if ks_holds_exclusive(ks, &key, token) {
                 self.exclusive.insert(token);
@@ -312,24 +357,121 @@ impl Checker {
                 last.is_none_or(|l| l < token),
                 "grant tokens of {key:?} went from {last:?} to {token}"
             );
-            let Some(id) = waiter else { continue };
-            assert!(self.granted.insert(id), "waiter {id:?} granted twice");
-            let q = self.queues.entry(key.clone()).or_default();
-            // Waits that ran out are skipped; the grant goes to the first live waiter.
-            while q
-                .first()
-                .is_some_and(|w| w.deadline.is_some_and(|d| d <= now))
-            {
-                q.remove(0);
+            let Some(id) = waiter else {
+                self.immediate.push((key, owner, token));
+                continue;
+            };
+            let head = self.serve(&key, id, &owner, now);
+            if let Some(group) = head.group {
+                groups
+                    .entry(id)
+                    .or_insert((group, Vec::new()))
+                    .1
+                    .push(key.clone());
             }
-            assert!(
-                !q.is_empty(),
-                "grant to {id:?} on {key:?}, whose queue is empty"
-            );
-            let head = q.remove(0);
-            assert_eq!(head.id, id, "grant out of FIFO order on {key:?}");
-            assert_eq!(head.owner, owner);
             self.grants.push((key, token, owner, id));
+        }
+        for (id, (mut want, mut got)) in groups {
+            want.sort();
+            got.sort();
+            assert_eq!(
+                got, want,
+                "MLOCK waiter {id:?} granted some of its keys only"
+            );
+        }
+    }
+
+    /// Serves waiter `id` on `key` in the model: it must be the first waiter whose wait has
+    /// not run out (those before it are skipped), and be served there once.
+    fn serve(&mut self, key: &Bytes, id: WaiterId, owner: &Bytes, now: u64) -> Queued {
+        assert!(
+            self.granted.insert((id, key.clone())),
+            "waiter {id:?} granted {key:?} twice"
+        );
+        let q = self.queues.entry(key.clone()).or_default();
+        // Waits that ran out are skipped; the grant goes to the first live waiter.
+        while q
+            .first()
+            .is_some_and(|w| w.deadline.is_some_and(|d| d <= now))
+        {
+            q.remove(0);
+        }
+        assert!(
+            !q.is_empty(),
+            "grant to {id:?} on {key:?}, whose queue is empty"
+        );
+        let head = q.remove(0);
+        assert_eq!(head.id, id, "grant out of FIFO order on {key:?}");
+        assert_eq!(&head.owner, owner);
+        head
+    }
+
+    /// Takes waiter `id` out of every model queue.
+    fn drop_waiter(&mut self, id: WaiterId) {
+        for q in self.queues.values_mut() {
+            q.retain(|w| w.id != id);
+        }
+    }
+
+    /// Takes `owner`'s waiters out of the model queues of `keys` (an MLOCK waiter out of all
+    /// its queues), as an MLOCK does before it queues or is granted.
+    fn drop_owner_waiters(&mut self, keys: &[Bytes], owner: &Bytes) {
+        let ids: Vec<WaiterId> = keys
+            .iter()
+            .flat_map(|k| self.queues.get(k).into_iter().flatten())
+            .filter(|w| &w.owner == owner)
+            .map(|w| w.id)
+            .collect();
+        for id in ids {
+            self.drop_waiter(id);
+        }
+    }
+
+    /// A LOCK, RLOCK or SEMACQUIRE queued as `w` on `key`: a retry by a queued owner keeps
+    /// its place, unless that waiter is an MLOCK's, which leaves all its queues.
+    fn enqueue(&mut self, key: Bytes, w: Queued) {
+        let old = self
+            .queues
+            .get(&key)
+            .and_then(|q| q.iter().find(|x| x.owner == w.owner))
+            .map(|x| (x.id, x.group.is_some()));
+        if let Some((old, true)) = old {
+            self.drop_waiter(old);
+        }
+        let q = self.queues.entry(key).or_default();
+        match q.iter_mut().find(|x| x.owner == w.owner) {
+            Some(x) => *x = w,
+            None => q.push(w),
+        }
+    }
+
+    /// An MLOCK queued as `w` on `keys`: a retry for the same keys keeps its place;
+    /// otherwise the owner's waiters on these keys leave and it joins every queue's end.
+    fn enqueue_group(&mut self, keys: &[Bytes], w: Queued) {
+        let same = self
+            .queues
+            .get(&keys[0])
+            .and_then(|q| q.iter().find(|x| x.owner == w.owner))
+            .filter(|x| x.group.as_deref() == Some(keys))
+            .map(|x| x.id)
+            .filter(|&old| {
+                keys.iter().all(|k| {
+                    self.queues
+                        .get(k)
+                        .is_some_and(|q| q.iter().any(|x| x.id == old))
+                })
+            });
+        if let Some(old) = same {
+            for q in self.queues.values_mut() {
+                for x in q.iter_mut().filter(|x| x.id == old) {
+                    *x = w.clone();
+                }
+            }
+            return;
+        }
+        self.drop_owner_waiters(keys, &w.owner);
+        for k in keys {
+            self.queues.entry(k.clone()).or_default().push(w.clone());
         }
     }
 
@@ -382,6 +524,12 @@ impl Checker {
                 assert!(
                     m.queue.iter().any(|w| w.id == *id),
                     "{key:?}: a mode for a waiter not queued"
+                );
+            }
+            for (id, keys) in &m.groups {
+                assert!(
+                    m.queue.iter().any(|w| w.id == *id) && keys.contains(key),
+                    "{key:?}: MLOCK keys {keys:?} for a waiter not queued here"
                 );
             }
             if m.kinds.holders.is_empty() {
@@ -445,6 +593,37 @@ impl World {
         for op in ops {
             w.step(op);
         }
+        w.drain();
+    }
+
+    /// The cluster time an entry applied now would get (the model's clock runs ahead of it
+    /// by the offset the first entry set).
+    fn cluster_now(&self) -> u64 {
+        (self.now as i64 + self.ks.clock().offset).max(0) as u64
+    }
+
+    /// Liveness: with no new requests, leases run out and the leader's eviction entries
+    /// serve the queues; every waiter whose wait is live must be granted in turn, none left
+    /// waiting for ever (two MLOCKs never wait on each other).
+    fn drain(&mut self) {
+        for _ in 0..400 {
+            let live = |w: &World| {
+                w.ks.lock_metas().values().any(|m| {
+                    m.queue
+                        .iter()
+                        .any(|q| q.deadline.is_none_or(|d| d > w.cluster_now()))
+                })
+            };
+            if !live(self) {
+                return;
+            }
+            self.step(Op::Sleep(1_000));
+            self.step(Op::Evict);
+        }
+        panic!(
+            "waiters left after the holders stopped: {:?}",
+            self.ks.lock_metas()
+        );
     }
 
     fn apply(&mut self, cmd: Command) -> Reply {
@@ -480,21 +659,47 @@ impl World {
             Reply::Nil => {}
             Reply::Simple(s) if s == crate::cmd::lock::QUEUED => {
                 let id = waiter.expect("queued without a waiter");
-                let q = self.check.queues.entry(k).or_default();
                 let w = Queued {
                     id,
                     owner: o.clone(),
                     deadline: wait_ms.filter(|&m| m > 0).map(|m| now + m),
+                    group: None,
                 };
-                // A retry by a queued owner keeps its place.
-                match q.iter_mut().find(|x| x.owner == o) {
-                    Some(x) => *x = w,
-                    None => q.push(w),
-                }
+                self.check.enqueue(k, w);
             }
             Reply::Error(e)
                 if e == crate::state::LIMIT_MISMATCH || e == crate::state::KIND_MISMATCH => {}
             other => panic!("LOCK replied {other:?}"),
+        }
+    }
+
+    /// Checks an MLOCK's reply that did not queue: all or none.
+    fn mlocked(&mut self, keys: &[Bytes], owner: &Bytes, reply: &Reply) {
+        match reply {
+            Reply::Array(ts) => {
+                assert_eq!(ts.len(), keys.len(), "MLOCK replied {reply:?}");
+                for (k, t) in keys.iter().zip(ts) {
+                    let Reply::Int(t) = t else {
+                        panic!("MLOCK replied {reply:?}")
+                    };
+                    let t = *t as u64;
+                    self.check.token(t, k, owner);
+                    match self.ks.get(k, self.cluster_now()) {
+                        Some(e) if e.token == t && e.value == Value::Str(owner.clone()) => {}
+                        other => panic!("MLOCK's {k:?} token {t} is not held: {other:?}"),
+                    }
+                }
+            }
+            Reply::Nil => assert!(
+                !self
+                    .check
+                    .immediate
+                    .iter()
+                    .any(|(k, o, _)| o == owner && keys.contains(k)),
+                "a nil MLOCK granted a key: {:?}",
+                self.check.immediate
+            ),
+            other => panic!("MLOCK replied {other:?}"),
         }
     }
 
@@ -565,9 +770,59 @@ impl World {
                 });
                 self.acquired(cmd, k, o, waiter, wait_ms);
             }
+            Op::MLock {
+                first,
+                both,
+                owner,
+                ttl,
+                wait,
+            } => {
+                let keys: Vec<Bytes> = if both {
+                    vec![KEYS[first], KEYS[1 - first]]
+                } else {
+                    vec![KEYS[first]]
+                }
+                .into_iter()
+                .map(|k| Bytes::from_static(k.as_bytes()))
+                .collect();
+                let o = Bytes::from_static(OWNERS[owner].as_bytes());
+                let waiter = wait.map(|(node, _)| {
+                    self.next_seq += 1;
+                    WaiterId {
+                        node,
+                        boot: self.boot[node as usize],
+                        seq: self.next_seq,
+                    }
+                });
+                let wait_ms = wait.map(|(_, ms)| ms);
+                let cmd = Command::MLock(MLock {
+                    owner: o.clone(),
+                    keys: keys.clone(),
+                    ttl_ms: ttl,
+                    wait_ms,
+                    waiter,
+                });
+                let now = self.now;
+                match self.apply(cmd) {
+                    Reply::Simple(s) if s == crate::cmd::lock::QUEUED => {
+                        let w = Queued {
+                            id: waiter.expect("queued without a waiter"),
+                            owner: o,
+                            deadline: wait_ms.filter(|&m| m > 0).map(|m| now + m),
+                            group: Some(keys.clone()),
+                        };
+                        self.check.enqueue_group(&keys, w);
+                    }
+                    reply => self.mlocked(&keys, &o, &reply),
+                }
+            }
             Op::Line(k, o, kind) => {
                 let text = line(k, o, kind);
                 let reply = self.apply(parsed(&text));
+                if text.starts_with("MLOCK") {
+                    let keys = [KEYS[k], KEYS[1 - k]].map(|k| Bytes::from_static(k.as_bytes()));
+                    self.mlocked(&keys, &Bytes::from_static(OWNERS[o].as_bytes()), &reply);
+                }
                 if let (Reply::Int(t), true) = (
                     &reply,
                     text.starts_with("LOCK")
@@ -628,12 +883,8 @@ impl World {
                 }
                 let (key, waiter) = all[i % all.len()].clone();
                 // Out of the model first: leaving the queue may grant the waiters behind it
-                // in the same entry.
-                self.check
-                    .queues
-                    .entry(key.clone())
-                    .or_default()
-                    .retain(|w| w.id != waiter);
+                // in the same entry. An MLOCK waiter leaves all its queues.
+                self.check.drop_waiter(waiter);
                 self.apply(Command::LockCancel(LockCancel { key, waiter }));
             }
             Op::ReleaseGrant(i) => {
@@ -683,6 +934,8 @@ mod tests {
             // UNLOCK, often by an owner that is queued rather than holding.
             4 => (k.clone(), o.clone(), 50u64..400, wait.clone(), prop_oneof![3 => Just(None), 2 => Just(Some(2u32)), 1 => Just(Some(3u32))])
                 .prop_map(|(key, owner, ttl, wait, limit)| Op::Hold { key, owner, ttl, wait, limit }),
+            3 => (k.clone(), any::<bool>(), o.clone(), 50u64..400, wait.clone())
+                .prop_map(|(first, both, owner, ttl, wait)| Op::MLock { first, both, owner, ttl, wait }),
             4 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Line(k, o, 0)),
             4 => (k.clone(), o.clone(), any::<u8>()).prop_map(|(k, o, x)| Op::Line(k, o, x)),
             2 => proptest::collection::vec((k.clone(), o.clone(), any::<u8>()), 1..4).prop_map(Op::Multi),
