@@ -112,6 +112,8 @@ pub enum ConnCmd {
     /// OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT and MEMORY USAGE: questions about a key that
     /// the session answers after reading it.
     KeyInfo(super::object::KeyQuery),
+    /// LOCKNOTIFY ON|OFF: push lost leases to this connection.
+    LockNotify(bool),
 }
 
 /// A parsed HELLO.

@@ -53,6 +53,7 @@ pub mod list;
 pub mod lmove;
 pub mod lock;
 pub mod lockinfo;
+pub mod locknotify;
 pub mod lockwait;
 pub mod lolwut;
 pub mod memory;
@@ -121,6 +122,7 @@ registry::commands! {
     role: [],
     cluster: [140 => SlotKeys(SlotKeys)],
     lolwut: [],
+    locknotify: [],
     wait: [],
     swapdb: [],
     flush: [95 => Flush(Flush)],

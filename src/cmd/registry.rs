@@ -386,6 +386,7 @@ mod tests {
                     "semacquire",
                     "mlock",
                     "munlock",
+                    "locknotify",
                     "unlock",
                     "renew",
                     "lockinfo",

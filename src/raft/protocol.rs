@@ -36,10 +36,11 @@ pub const MAX_SNAPSHOT_IMAGE: u64 = 2 << 30;
 /// had no handshake (`super::auth`), version 3 lacked the command and reply tags added since
 /// (blocking pops, sorted sets, GEO and more) and snapshot image format 5 (the `popq`
 /// records), version 4 lacked tags 121-125 and 140 (conditional writes, shared locks and
-/// semaphores, CLUSTER's slot reads) and the lock records' holder lists; nodes of different
+/// semaphores, CLUSTER's slot reads) and the lock records' holder lists, version 5 lacked
+/// tags 126-127 (MLOCK, MUNLOCK) and the lock records' MLOCK key lists; nodes of different
 /// versions never form one cluster, and a peer of another version is refused in the
 /// handshake with a message that names both.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// One request from a peer.
 #[derive(Debug, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ mod acl;
 mod blocking;
 mod hangup;
 mod lockwait;
+mod lost;
 use lockwait::Queued;
 mod pubsub;
 pub mod stats;
@@ -430,6 +431,9 @@ impl Session {
         };
         let timed = self.timed(&argv);
         let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
+        if let Ok(Request::Write(c)) = &parsed {
+            self.pubsub.lost.before(c);
+        }
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
             // LOCK, RLOCK, SEMACQUIRE and MLOCK with WAIT: the session waits in the queue.
@@ -690,6 +694,15 @@ impl Session {
             ConnCmd::Client(c) => self.client(c),
             ConnCmd::Command(reply) => reply,
             ConnCmd::Role => super::replicas::role(&self.shared),
+            ConnCmd::LockNotify(true) if self.proto != Protocol::Resp3 => Reply::err(
+                "ERR LOCKNOTIFY needs RESP3 (HELLO 3); RESP2 clients can subscribe to __keyspace@0__:<key> for lock_expired and lock_released",
+            ),
+            ConnCmd::LockNotify(on) => {
+                let shared = self.shared.clone();
+                self.pubsub
+                    .lock_notify(on, || shared.state.read().ok().map(|st| st.events.subscribe()));
+                Reply::ok()
+            }
             // Inside EXEC: from what is known, without asking the other members.
             ConnCmd::Cluster(c) => super::cluster::topology_now(&self.shared).reply(c),
             // Inside EXEC: the count now, without blocking, as Redis answers.
@@ -918,6 +931,11 @@ impl Session {
             self.proto = if p == 3 {
                 Protocol::Resp3
             } else {
+                // Pushes are RESP3's: back in RESP2 the lease watch ends.
+                let shared = self.shared.clone();
+                self.pubsub.lock_notify(false, || {
+                    shared.state.read().ok().map(|st| st.events.subscribe())
+                });
                 Protocol::Resp2
             };
             self.shared.clients.update(self.id, |c| c.resp = p);

@@ -239,6 +239,8 @@ const RECIPES: &[&str] = &[
     "CLUSTER COUNTKEYSINSLOT 16383",
     "RLOCK k o PX 100 WAIT 5",
     "SEMACQUIRE k o LIMIT 3 PX 100",
+    "MLOCK o PX 100 WAIT 5 KEYS 2 a b",
+    "MUNLOCK o KEYS 2 a b",
 ];
 
 fn fixture() -> PathBuf {

@@ -17,6 +17,8 @@ use crate::state::{pattern, Event};
 pub struct PubSub {
     subs: Subscriptions,
     rx: Option<broadcast::Receiver<Event>>,
+    /// `LOCKNOTIFY`: the leases this connection watches.
+    pub lost: super::lost::LostLocks,
     /// Since when the pending output has been above the soft limit.
     soft_since: Option<Instant>,
 }
@@ -124,10 +126,25 @@ impl PubSub {
                 Reply::Int(count),
             ]));
         }
-        if !self.active() {
+        if !self.active() && !self.lost.on() {
             self.rx = None;
         }
         out
+    }
+
+    /// `LOCKNOTIFY ON|OFF`: watches this connection's leases (events from `events` while on).
+    pub fn lock_notify(
+        &mut self,
+        on: bool,
+        events: impl FnOnce() -> Option<broadcast::Receiver<Event>>,
+    ) {
+        self.lost.set(on);
+        if on && self.rx.is_none() {
+            self.rx = events();
+        }
+        if !on && !self.active() {
+            self.rx = None;
+        }
     }
 
     /// The set that `(pattern, shard)` names.
@@ -194,8 +211,9 @@ impl PubSub {
     /// The messages an event produces for this connection: `message` for a subscribed
     /// channel, then one `pmessage` per matching pattern, as Redis orders them; `smessage`
     /// for a shard channel's.
-    pub fn messages(&self, event: &Event) -> Vec<Reply> {
+    pub fn messages(&mut self, event: &Event) -> Vec<Reply> {
         let mut out = Vec::new();
+        out.extend(self.lost.push(event));
         if let Event::ShardPublish { channel, message } = event {
             if self.subs.shard.contains(channel) {
                 out.push(Reply::Push(vec![
