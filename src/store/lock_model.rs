@@ -419,7 +419,7 @@ impl Checker {
         let ids: Vec<WaiterId> = keys
             .iter()
             .flat_map(|k| self.queues.get(k).into_iter().flatten())
-            .filter(|w| &w.owner == owner)
+            .filter(|w| w.owner == owner)
             .map(|w| w.id)
             .collect();
         for id in ids {
