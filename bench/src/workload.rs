@@ -137,14 +137,7 @@ impl Worker {
                 Kind::Palisade => {
                     c.queue(&[b"LOCK", k.as_bytes(), owner.as_bytes(), b"PX", b"10000"])
                 }
-                Kind::Redis | Kind::Etcd | Kind::Redlock => c.queue(&[
-                    b"SET",
-                    k.as_bytes(),
-                    owner.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    b"10000",
-                ]),
+                Kind::Redis | Kind::Etcd | Kind::Redlock => queue_acquire(c, k, &owner),
             }
         }
         let grants = c.flush(keys.len()).await?;
@@ -212,14 +205,7 @@ impl Worker {
         let mut step = Step::default();
         // 1. acquire on all
         let grants = on_all(servers, |_, c| {
-            c.queue(&[
-                b"SET",
-                k.as_bytes(),
-                owner.as_bytes(),
-                b"NX",
-                b"PX",
-                b"10000",
-            ]);
+            queue_acquire(c, &k, &owner);
             true
         })
         .await?;
@@ -274,6 +260,18 @@ impl Worker {
             errors: is_error(&reply) as u64,
         })
     }
+}
+
+/// Queues Redis's acquire of `key` for `owner`: SET NX PX 10000.
+fn queue_acquire(c: &mut Client, key: &str, owner: &str) {
+    c.queue(&[
+        b"SET",
+        key.as_bytes(),
+        owner.as_bytes(),
+        b"NX",
+        b"PX",
+        b"10000",
+    ]);
 }
 
 /// Queues a command on each server that `queue(index, client)` says it queued one on, sends
