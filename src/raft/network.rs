@@ -561,7 +561,7 @@ mod tests {
         let mut client = client_for(addr);
         for i in 1..=3 {
             // Time for the close to arrive before the next stream looks at the connection.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
             let items = one_append_stream(&mut client, i).await;
             assert_eq!(answered_index(&items), Some(i), "stream {i}: {items:?}");
         }
