@@ -11,6 +11,10 @@
 #   palisade-1       a one-node Palisade
 #   redis-always     Redis 7, appendonly yes, appendfsync always (the reference of the ratios)
 #   redis-everysec   Redis 7, appendonly yes, appendfsync everysec
+#   redlock-3        Redlock over three Redis 7 servers, each appendonly yes, appendfsync always:
+#                    a cycle is SET NX PX on all three (held when a majority grants it, as
+#                    redsync and node-redlock do), the data SET on the servers that granted it,
+#                    and the compare-and-delete release (EVALSHA) on all three
 #   etcd-3           a 3-node etcd 3.4 cluster (Debian's etcd-server), clients on the leader's
 #                    client port through etcd's JSON gateway; cycle and hot workloads only
 #
@@ -18,15 +22,16 @@
 # redis-always, then a server-side table over the same timed runs, from the nodes' INFO
 # counters and /proc CPU times read before and after each run: commands per log entry and
 # log entries per fsync on the leader, entries per fsync on a follower, and CPU ms per 1,000
-# cycles of all the target's nodes ("-" where a target does not report a figure).
+# cycles of all the target's nodes and per node ("-" where a target does not report a figure).
 # When palisade-3 (or -5) and redis-always both run, redis-benchmark (from redis-tools) then
 # measures them a second, independent way: `SET key:... v NX PX 10000` and `GET key:...` on
 # 100,000 random keys, 16 and 64 connections, through the cluster's leader, through a
 # follower, and on redis-always; req/s, p50, p99 and the ratio to redis-always.
 #
 # Options of the comparison:
-#   --targets LIST   some of palisade-3,palisade-1,redis-always,redis-everysec,etcd-3 (default:
-#                    all; etcd-3 only for the cycle and hot workloads, and if etcd installs)
+#   --targets LIST   some of palisade-3,palisade-1,redis-always,redis-everysec,redlock-3,etcd-3
+#                    (default: all; etcd-3 and redlock-3 only for the cycle and hot workloads,
+#                    etcd-3 only if etcd installs)
 #   --clients LIST   client counts (default 1,4,16,64)
 #   --duration S     seconds per round, target and client count (default 5)
 #   --rounds R       rounds; the targets alternate within each round (default 3)
@@ -122,8 +127,8 @@ ensure_redis
 if [[ -z "$MEMORY" && -z "$TARGETS" ]]; then
     TARGETS="palisade-3,palisade-1,redis-always,redis-everysec"
     if [[ "$WORKLOAD" != cycle && "$WORKLOAD" != hot ]]; then
-        log "no etcd-3 target: etcd runs the cycle and hot workloads only"
-    elif ensure_etcd; then
+        log "no etcd-3 or redlock-3 target: they run the cycle and hot workloads only"
+    elif TARGETS+=",redlock-3" && ensure_etcd; then
         TARGETS+=",etcd-3"
     else
         log "warning: etcd could not be installed (apt-get install etcd-server); going on without etcd-3"
@@ -140,12 +145,13 @@ WORK="$(mktemp -d -t palisade-bench-XXXXXX)"
 PIDS=() ETCD_PIDS=()
 
 # Every port a run uses, from BASE: cluster nodes BASE.., the one-node Palisade BASE+50, the
-# Redis servers BASE+100 and BASE+101; Palisade's peer ports are client ports + 10000. The etcd
-# members' client ports are BASE+110..112, their peer ports BASE+120..122.
+# Redis servers BASE+100 and BASE+101, redlock-3's BASE+102..104; Palisade's peer ports are
+# client ports + 10000. The etcd members' client ports are BASE+110..112, their peer ports
+# BASE+120..122.
 ports_from() {
     local b="$1" n
     for n in $(seq 0 $((NODES - 1))) 50; do echo $((b + n)) $((b + n + 10000)); done
-    echo $((b + 100)) $((b + 101))
+    echo $((b + 100)) $((b + 101)) $((b + 102)) $((b + 103)) $((b + 104))
     for n in 0 1 2; do echo $((b + 110 + n)) $((b + 120 + n)); done
 }
 # Taken: listening, or the local end of any connection (a listener cannot bind those either).
@@ -538,11 +544,19 @@ for t in "${wanted[@]}"; do
         start_redis redis-everysec "$EVERYSEC_PORT" everysec
         args+=(--target "redis-everysec=redis@127.0.0.1:$EVERYSEC_PORT")
         ;;
+    redlock-3 | redlock)
+        servers=""
+        for n in 1 2 3; do
+            start_redis "redlock-n$n" $((BASE + 101 + n)) always
+            servers+="${servers:+,}127.0.0.1:$((BASE + 101 + n))"
+        done
+        args+=(--target "redlock-3=redlock@$servers")
+        ;;
     etcd-3 | etcd)
         start_etcd
         args+=(--target "etcd-3=etcd@127.0.0.1:$ETCD_PORT")
         ;;
-    *) die "unknown target $t (palisade-3, palisade-1, redis-always, redis-everysec, etcd-3)" ;;
+    *) die "unknown target $t (palisade-3, palisade-1, redis-always, redis-everysec, redlock-3, etcd-3)" ;;
     esac
 done
 sleep 1

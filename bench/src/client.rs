@@ -39,8 +39,19 @@ impl Client {
 
     /// Sends everything queued and reads `n` replies.
     pub async fn flush(&mut self, n: usize) -> anyhow::Result<Vec<OwnedFrame>> {
+        self.send().await?;
+        self.receive(n).await
+    }
+
+    /// Sends everything queued, without waiting for replies.
+    pub async fn send(&mut self) -> anyhow::Result<()> {
         self.stream.write_all(&self.wbuf).await?;
         self.wbuf.clear();
+        Ok(())
+    }
+
+    /// Reads `n` replies.
+    pub async fn receive(&mut self, n: usize) -> anyhow::Result<Vec<OwnedFrame>> {
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             match decode(&self.rbuf)? {

@@ -58,7 +58,8 @@ use workload::{Conn, Kind, Worker, Workload, RELEASE};
 )]
 pub struct Args {
     /// A target: NAME=KIND@HOST:PORT, KIND being palisade, redis or etcd (etcd v3.4's client
-    /// port; cycle and hot workloads only). Repeat to compare.
+    /// port; cycle and hot workloads only), or NAME=redlock@HOST:PORT,HOST:PORT,... (Redlock
+    /// over those Redis servers; cycle and hot workloads only). Repeat to compare.
     #[arg(long = "target", required_unless_present = "replot")]
     targets: Vec<String>,
     /// The nodes of target NAME, as NAME=HOST:PORT,HOST:PORT,... (client ports), whose INFO
@@ -129,6 +130,7 @@ fn kind_name<S: serde::Serializer>(k: &Kind, s: S) -> Result<S::Ok, S::Error> {
         Kind::Palisade => "palisade",
         Kind::Redis => "redis",
         Kind::Etcd => "etcd",
+        Kind::Redlock => "redlock",
     })
 }
 
@@ -143,11 +145,13 @@ fn parse_target(s: &str) -> anyhow::Result<Target> {
         "palisade" => Kind::Palisade,
         "redis" => Kind::Redis,
         "etcd" => Kind::Etcd,
-        other => bail!("unknown target kind {other:?} (palisade, redis or etcd)"),
+        "redlock" => Kind::Redlock,
+        other => bail!("unknown target kind {other:?} (palisade, redis, etcd or redlock)"),
     };
     let members = match kind {
         Kind::Etcd => vec![],
         Kind::Palisade | Kind::Redis => vec![addr.to_string()],
+        Kind::Redlock => addr.split(',').map(str::to_string).collect(),
     };
     Ok(Target {
         name: name.into(),
@@ -188,11 +192,14 @@ async fn run_round(
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.duration);
     let mut sha = Vec::new();
-    if t.kind == Kind::Redis {
-        let mut c = Client::connect(&t.addr).await?;
-        match c.call(&[b"SCRIPT", b"LOAD", RELEASE.as_bytes()]).await? {
-            redis_protocol::resp2::types::OwnedFrame::BulkString(s) => sha = s,
-            other => bail!("SCRIPT LOAD failed: {other:?}"),
+    if matches!(t.kind, Kind::Redis | Kind::Redlock) {
+        // Every Redlock server needs the script; its SHA is the same on all.
+        for addr in t.addr.split(',') {
+            let mut c = Client::connect(addr).await?;
+            match c.call(&[b"SCRIPT", b"LOAD", RELEASE.as_bytes()]).await? {
+                redis_protocol::resp2::types::OwnedFrame::BulkString(s) => sha = s,
+                other => bail!("SCRIPT LOAD failed: {other:?}"),
+            }
         }
     }
     // An etcd client's lease must outlast the round, also when a slow target makes it overrun.
@@ -343,13 +350,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     set_members(&mut targets, &args.members)?;
     let ticks = stats::ticks_per_sec();
     let clients = report::parse_clients(&args.clients).map_err(anyhow::Error::msg)?;
-    let etcd = targets.iter().find(|t| t.kind == Kind::Etcd);
+    let etcd = targets
+        .iter()
+        .find(|t| matches!(t.kind, Kind::Etcd | Kind::Redlock));
     let workload = match (args.workload.as_str(), etcd) {
         ("contention", _) => return contention::run(&args, &targets, &clients, ticks).await,
         ("cycle", _) => Workload::Cycle,
         ("hot", _) => Workload::Hot,
         (w @ ("read" | "pipeline" | "load"), Some(t)) => bail!(
-            "target {} is etcd, which runs the cycle and hot workloads only, not {w}",
+            "target {} runs the cycle and hot workloads only, not {w}",
             t.name
         ),
         ("read", _) => Workload::Read,

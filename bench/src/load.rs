@@ -74,7 +74,7 @@ pub async fn load(
                         Kind::Palisade => {
                             c.queue(&[b"LOCK", key.as_bytes(), b"loader", b"PX", ttl.as_bytes()])
                         }
-                        Kind::Redis | Kind::Etcd => c.queue(&[
+                        Kind::Redis | Kind::Etcd | Kind::Redlock => c.queue(&[
                             b"SET",
                             key.as_bytes(),
                             b"loader",

@@ -73,6 +73,9 @@ pub struct Summary {
     /// CPU ms of all the target's nodes per 1,000 cycles (or operations).
     #[serde(default)]
     pub cpu_ms_per_1k: Option<f64>,
+    /// The same per node: divided by the number of nodes.
+    #[serde(default)]
+    pub cpu_ms_per_1k_per_node: Option<f64>,
 }
 
 /// Parses a client-count list such as `1,4,16,64` (one number is a list of one). Counts must
@@ -127,8 +130,9 @@ pub fn summed_ratio(pairs: impl Iterator<Item = (Option<f64>, Option<f64>)>) -> 
 }
 
 /// The server-side figures of some rounds of one target at one client count:
-/// commands/entry, entries/fsync on the leader and on the follower, CPU ms per 1,000 ops.
-fn server_figures(mine: &[&RoundResult]) -> [Option<f64>; 4] {
+/// commands/entry, entries/fsync on the leader and on the follower, CPU ms per 1,000 ops of
+/// all nodes and per node.
+fn server_figures(mine: &[&RoundResult]) -> [Option<f64>; 5] {
     let sum = |f: fn(&RoundResult) -> (Option<u64>, Option<u64>)| {
         summed_ratio(mine.iter().map(|r| {
             let (n, d) = f(r);
@@ -141,6 +145,14 @@ fn server_figures(mine: &[&RoundResult]) -> [Option<f64>; 4] {
         sum(|r| (r.server.follower_entries_synced, r.server.follower_syncs)),
         summed_ratio(mine.iter().map(|r| (r.server.cpu_ms, Some(r.ops as f64))))
             .map(|x| x * 1000.0),
+        summed_ratio(mine.iter().map(|r| {
+            let per_node = match (r.server.cpu_ms, r.server.cpu_nodes) {
+                (Some(ms), Some(n)) if n > 0 => Some(ms / n as f64),
+                _ => None,
+            };
+            (per_node, Some(r.ops as f64))
+        }))
+        .map(|x| x * 1000.0),
     ]
 }
 
@@ -163,7 +175,7 @@ pub fn summarize(
             if mine.is_empty() {
                 continue;
             }
-            let [commands_per_entry, leader_fsync, follower_fsync, cpu_ms_per_1k] =
+            let [commands_per_entry, leader_fsync, follower_fsync, cpu_ms_per_1k, cpu_per_node] =
                 server_figures(&mine);
             group.push(Summary {
                 target: t.clone(),
@@ -180,6 +192,7 @@ pub fn summarize(
                 entries_per_fsync_leader: leader_fsync,
                 entries_per_fsync_follower: follower_fsync,
                 cpu_ms_per_1k,
+                cpu_ms_per_1k_per_node: cpu_per_node,
             });
         }
         if let Some(base) = group.iter().find(|s| s.target == reference).cloned() {
@@ -272,27 +285,29 @@ pub fn has_server_figures(rows: &[Summary]) -> bool {
 
 /// The server-side table: per target and client count, commands per log entry on the
 /// leader, entries per fsync on the leader and on one follower, and CPU ms of all the
-/// target's nodes per 1,000 `unit`; "-" where the target does not report a figure.
+/// target's nodes per 1,000 `unit`, and the same per node; "-" where the target does not
+/// report a figure.
 pub fn server_table(rows: &[Summary], unit: &str) -> String {
     let width = target_width(rows);
     let cpu = format!("cpu ms/1k {unit}");
     let mut out = format!(
-        "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17}\n",
-        "target", "clients", "cmds/entry", "entries/fsync", "entries/fsync", cpu
+        "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17} {:>17}\n",
+        "target", "clients", "cmds/entry", "entries/fsync", "entries/fsync", cpu, cpu
     );
     out.push_str(&format!(
-        "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17}\n",
-        "", "", "(leader)", "(leader)", "(a follower)", "(all nodes)"
+        "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17} {:>17}\n",
+        "", "", "(leader)", "(leader)", "(a follower)", "(all nodes)", "(per node)"
     ));
     out.push_str(&by_client_count(rows, |r| {
         format!(
-            "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17}\n",
+            "{:<width$} {:>7} {:>10} {:>14} {:>16} {:>17} {:>17}\n",
             r.target,
             r.clients,
             fmt_figure(r.commands_per_entry, 2),
             fmt_figure(r.entries_per_fsync_leader, 2),
             fmt_figure(r.entries_per_fsync_follower, 2),
             fmt_figure(r.cpu_ms_per_1k, 1),
+            fmt_figure(r.cpu_ms_per_1k_per_node, 1),
         )
     }));
     out.push_str(
@@ -487,6 +502,7 @@ mod tests {
             follower_syncs: Some(syncs * 2),
             follower_entries_synced: Some(entries),
             cpu_ms: Some(cpu_ms),
+            cpu_nodes: Some(2),
         };
         r
     }
@@ -510,8 +526,9 @@ mod tests {
         // 400 entries over 100 fsyncs on the leader, over 200 on the follower.
         assert_eq!(p.entries_per_fsync_leader, Some(4.0));
         assert_eq!(p.entries_per_fsync_follower, Some(2.0));
-        // 2000 ms for 400 cycles.
+        // 2000 ms for 400 cycles, on 2 nodes.
         assert_eq!(p.cpu_ms_per_1k, Some(5000.0));
+        assert_eq!(p.cpu_ms_per_1k_per_node, Some(2500.0));
         let r = &rows[1];
         assert_eq!(
             (
@@ -539,16 +556,19 @@ mod tests {
                 "entries/fsync",
                 "cpu",
                 "ms/1k",
+                "cycles",
+                "cpu",
+                "ms/1k",
                 "cycles"
             ]
         );
         assert_eq!(
             lines[2].split_whitespace().collect::<Vec<_>>(),
-            ["palisade", "1", "3.00", "4.00", "2.00", "5000.0"]
+            ["palisade", "1", "3.00", "4.00", "2.00", "5000.0", "2500.0"]
         );
         assert_eq!(
             lines[3].split_whitespace().collect::<Vec<_>>(),
-            ["redis-always", "1", "-", "-", "-", "-"]
+            ["redis-always", "1", "-", "-", "-", "-", "-"]
         );
         assert!([1, 2, 3].iter().all(|&i| lines[i].len() == lines[0].len()));
         assert!(lines[4].starts_with("(counter differences"));

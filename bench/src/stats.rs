@@ -97,6 +97,9 @@ pub struct RunStats {
     /// CPU time (user + system) of all the members together, in ms; None unless every
     /// member's is known (a partial sum would flatter the target).
     pub cpu_ms: Option<f64>,
+    /// How many nodes `cpu_ms` is the sum of.
+    #[serde(default)]
+    pub cpu_nodes: Option<u64>,
 }
 
 /// A member with its samples from before and after the run.
@@ -153,6 +156,7 @@ impl RunStats {
             follower_syncs: of(follower, |s| s.log_syncs),
             follower_entries_synced: of(follower, |s| s.log_entries_synced),
             cpu_ms: cpu_ticks.map(|t| t as f64 * 1000.0 / ticks_per_sec.max(1) as f64),
+            cpu_nodes: cpu_ticks.map(|_| nodes.len() as u64),
         }
     }
 }
@@ -310,6 +314,7 @@ mod tests {
         );
         // (50 + 200 + 10) ticks at 100 Hz.
         assert_eq!(d.cpu_ms, Some(2600.0));
+        assert_eq!(d.cpu_nodes, Some(3));
     }
 
     #[test]

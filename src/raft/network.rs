@@ -1,6 +1,7 @@
 //! Outbound Raft RPC over persistent TCP connections on the peer port.
 //!
-//! One client per target node keeps one connection open and reconnects after an error.
+//! One client per target node keeps one connection open and reconnects after an error, and
+//! one more for its append streams, which a stream that ended cleanly leaves to the next.
 //! A test-only fault hook ([`Faults`]) can cut this node off from chosen peers in both
 //! directions, which is how the partition tests isolate a single node.
 
@@ -115,6 +116,8 @@ pub struct PeerClient {
     pub(super) addr: String,
     pub(super) ctx: Arc<PeerContext>,
     conn: Option<PeerConn>,
+    /// The connection of the last append stream that ended cleanly, for the next one.
+    pub(super) idle_stream: super::pipeline::IdleStream,
     /// Failed append-stream opens in a row, and when the last one failed.
     pub(super) open_failures: (u32, Option<tokio::time::Instant>),
 }
@@ -246,6 +249,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
             addr: node.addr.clone(),
             ctx: self.ctx.clone(),
             conn: None,
+            idle_stream: Default::default(),
             open_failures: (0, None),
         }
     }
@@ -379,18 +383,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_that_arrives_after_the_caller_gave_up_is_not_taken_for_the_next_one() {
         let addr = peer_slow_on_first_request(Duration::from_millis(300)).await;
-        let mut client = PeerClient {
-            target: 2,
-            addr,
-            ctx: Arc::new(PeerContext {
-                node_id: 1,
-                cluster_id: AtomicU64::new(7),
-                faults: Faults::default(),
-                auth: PeerAuth::default(),
-            }),
-            conn: None,
-            open_failures: (0, None),
-        };
+        let mut client = client_for(addr);
         let option = || RPCOption::new(Duration::from_secs(2));
 
         // openraft wraps each RPC in its own timeout and drops the future when it fires.
@@ -410,5 +403,168 @@ mod tests {
             Ok(AppendEntriesResponse::Success) => {}
             other => panic!("the append got someone else's answer: {other:?}"),
         }
+    }
+
+    fn client_for(addr: String) -> PeerClient {
+        PeerClient {
+            target: 2,
+            addr,
+            ctx: Arc::new(PeerContext {
+                node_id: 1,
+                cluster_id: AtomicU64::new(7),
+                faults: Faults::default(),
+                auth: PeerAuth::default(),
+            }),
+            conn: None,
+            idle_stream: Default::default(),
+            open_failures: (0, None),
+        }
+    }
+
+    /// A peer that serves append streams and counts the connections it accepts. It answers
+    /// each append with the append's own `prev_log_id` (so a test sees whose answer it got),
+    /// the first append it ever receives only after `late`, and closes each connection after
+    /// its first answer if `close_after_answer`.
+    async fn stream_peer(late: Duration, close_after_answer: bool) -> (String, Arc<AtomicU64>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let counter = accepted.clone();
+        let first = Arc::new(AtomicBool::new(true));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let first = first.clone();
+                tokio::spawn(async move {
+                    let io: Box<dyn crate::raft::protocol::PeerIo> = Box::new(stream);
+                    let mut framed = Framed::new(io, codec());
+                    if PeerAuth::default().accept(&mut framed, 2).await.is_err() {
+                        return;
+                    }
+                    while let Some(Ok(frame)) = framed.next().await {
+                        let env: Envelope = postcard::from_bytes(&frame).expect("envelope");
+                        let (resp, answer) = match env.body {
+                            PeerRequest::OpenStream => (PeerResponse::StreamOpened, false),
+                            PeerRequest::Append(rpc) => {
+                                if first.swap(false, Ordering::SeqCst) {
+                                    tokio::time::sleep(late).await;
+                                }
+                                (PeerResponse::StreamItem(Ok(Ok(rpc.prev_log_id))), true)
+                            }
+                            _ => (PeerResponse::Rejected("unexpected".into()), false),
+                        };
+                        let bytes = postcard::to_allocvec(&resp).expect("encode");
+                        if framed.send(Bytes::from(bytes)).await.is_err()
+                            || (answer && close_after_answer)
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// Sends one heartbeat-like stream (one append whose `prev_log_id` has `index`), as
+    /// openraft's heartbeat worker does, and reads the stream to its end.
+    async fn one_append_stream(
+        client: &mut PeerClient,
+        index: u64,
+    ) -> Vec<Result<StreamAppendResult<TypeConfig>, RpcErr>> {
+        let req = AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: Some(crate::raft::log_id(1, 1, index)),
+            leader_commit: None,
+            entries: vec![],
+        };
+        let input = Box::pin(futures::stream::once(async move { req }));
+        match client
+            .stream_append(input, RPCOption::new(Duration::from_secs(2)))
+            .await
+        {
+            Ok(out) => out.collect().await,
+            Err(e) => vec![Err(e)],
+        }
+    }
+
+    /// The one answer of a one-append stream: the index it echoes.
+    fn answered_index(items: &[Result<StreamAppendResult<TypeConfig>, RpcErr>]) -> Option<u64> {
+        match items {
+            [Ok(Ok(Some(id)))] => Some(id.index),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn append_streams_that_end_cleanly_reuse_one_connection() {
+        let (addr, accepted) = stream_peer(Duration::ZERO, false).await;
+        let mut client = client_for(addr);
+        for i in 1..=5 {
+            let items = one_append_stream(&mut client, i).await;
+            assert_eq!(answered_index(&items), Some(i), "stream {i}: {items:?}");
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "one connection for all five streams"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_append_stream_dropped_before_its_answer_does_not_leave_its_connection_behind() {
+        let (addr, accepted) = stream_peer(Duration::from_millis(300), false).await;
+        let mut client = client_for(addr);
+        // openraft's heartbeat worker wraps each stream in its own timeout and drops it.
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(50), one_append_stream(&mut client, 1))
+                .await;
+        assert!(gave_up.is_err(), "the first answer should come too late");
+        // The first answer is still on its way; the next stream must get its own.
+        let items = one_append_stream(&mut client, 2).await;
+        assert_eq!(answered_index(&items), Some(2), "{items:?}");
+        let items = one_append_stream(&mut client, 3).await;
+        assert_eq!(answered_index(&items), Some(3), "{items:?}");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "a new connection after the dropped stream, then reuse"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_link_closes_the_idle_stream_connection() {
+        let (addr, accepted) = stream_peer(Duration::ZERO, false).await;
+        let mut client = client_for(addr);
+        assert_eq!(
+            answered_index(&one_append_stream(&mut client, 1).await),
+            Some(1)
+        );
+        client.ctx.faults.set(BTreeSet::from([2]));
+        let items = one_append_stream(&mut client, 2).await;
+        assert!(
+            matches!(items.as_slice(), [Err(RPCError::Unreachable(_))]),
+            "{items:?}"
+        );
+        client.ctx.faults.set(BTreeSet::new());
+        // The open after a failed one waits out its backoff (10 ms), then connects afresh.
+        assert_eq!(
+            answered_index(&one_append_stream(&mut client, 3).await),
+            Some(3)
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_connection_the_peer_closed_is_not_reused() {
+        let (addr, accepted) = stream_peer(Duration::ZERO, true).await;
+        let mut client = client_for(addr);
+        for i in 1..=3 {
+            // Time for the close to arrive before the next stream looks at the connection.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let items = one_append_stream(&mut client, i).await;
+            assert_eq!(answered_index(&items), Some(i), "stream {i}: {items:?}");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 }

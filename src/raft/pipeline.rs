@@ -11,9 +11,18 @@
 //! CPU: every request openraft has ready goes out with one socket write, and the writer wakes
 //! the reader only when a request is sent on an idle stream (the reader must start its
 //! timer then); while answers are owed, the reader is already waiting for the next one.
+//!
+//! Reuse: openraft sends every heartbeat as a stream of one request, so a stream per
+//! connection would pay a connect and a handshake per heartbeat. A stream that ends cleanly
+//! (its input finished, every request answered, nothing failed or timed out) hands its
+//! connection back to its client ([`IdleStream`]), and the client's next stream continues on
+//! it: the receiver serves one append stream per connection for as long as it stays open, and
+//! one stream after another on it is the same sequence of appends as one longer stream. A
+//! stream that failed, was dropped early or still owes an answer closes its connection, so a
+//! late answer is never taken for a later request's.
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -48,6 +57,28 @@ struct Progress {
     failed: Option<String>,
 }
 
+/// The connection of the last append stream that ended cleanly, kept for the client's next
+/// stream (already in stream mode on the receiver: no new `OpenStream`).
+pub(super) type IdleStream = Arc<Mutex<Option<PeerFramed>>>;
+
+/// Where the writer leaves its half of the connection when its input ended cleanly.
+type ReturnedSink = Arc<Mutex<Option<SplitSink<PeerFramed, Bytes>>>>;
+
+/// Takes the idle stream connection out of `slot`, unless the peer closed it or sent
+/// anything on it while it was idle (out of step: dropped).
+fn take_idle(slot: &IdleStream) -> Option<PeerFramed> {
+    let mut framed = slot.lock().ok()?.take()?;
+    // Anything but "nothing yet" is the end: a close, an error, or an unsolicited frame.
+    framed.next().now_or_never().is_none().then_some(framed)
+}
+
+/// Drops the idle stream connection (fault injection cut the link).
+fn drop_idle(slot: &IdleStream) {
+    if let Ok(mut idle) = slot.lock() {
+        idle.take();
+    }
+}
+
 /// Aborts the writer task when the output stream is dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -68,6 +99,10 @@ struct Reader {
     owed_since: Option<Instant>,
     ttl: Duration,
     finished: bool,
+    /// The writer's half of the connection once its input ended cleanly.
+    sink: ReturnedSink,
+    /// Where a cleanly ended stream leaves its connection for the client's next stream.
+    idle: IdleStream,
     _writer: AbortOnDrop,
 }
 
@@ -123,35 +158,23 @@ where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
 {
     if let Some(e) = client.cut() {
+        drop_idle(&client.idle_stream);
         return Err(unreachable(&e));
     }
-    let mut conn = PeerConn::connect(
-        &client.addr,
-        CONNECT_TIMEOUT.min(ttl),
-        &client.ctx,
-        client.target,
-    )
-    .await
-    .map_err(|e| unreachable(&e))?;
-    let open = client.ctx.envelope(client.target, PeerRequest::OpenStream);
-    match conn.call(&open, ttl).await {
-        Ok(PeerResponse::StreamOpened) => {}
-        Ok(_) => {
-            return Err(network_err(&PeerError::Io(
-                "unexpected answer to an append stream".into(),
-            )))
-        }
-        Err(e) => return Err(network_err(&e)),
-    }
-    let (sink, source) = conn.into_framed().split();
+    let framed = match take_idle(&client.idle_stream) {
+        Some(framed) => framed,
+        None => connect_stream(client, ttl).await?,
+    };
+    let (sink, source) = framed.split();
     let (tx, progress) = watch::channel(Progress::default());
     let counts = Arc::new(Counts::default());
+    let returned: ReturnedSink = Arc::default();
     let writer = tokio::spawn(write_loop(
         input,
         sink,
         client.ctx.clone(),
         client.target,
-        (tx, counts.clone()),
+        (tx, counts.clone(), returned.clone()),
     ));
     let reader = Reader {
         source,
@@ -162,9 +185,31 @@ where
         owed_since: None,
         ttl,
         finished: false,
+        sink: returned,
+        idle: client.idle_stream.clone(),
         _writer: AbortOnDrop(writer),
     };
     Ok(futures::stream::unfold(reader, next_item))
+}
+
+/// Connects to the client's target and turns the connection into an append stream.
+async fn connect_stream(client: &PeerClient, ttl: Duration) -> Result<PeerFramed, RpcErr> {
+    let mut conn = PeerConn::connect(
+        &client.addr,
+        CONNECT_TIMEOUT.min(ttl),
+        &client.ctx,
+        client.target,
+    )
+    .await
+    .map_err(|e| unreachable(&e))?;
+    let open = client.ctx.envelope(client.target, PeerRequest::OpenStream);
+    match conn.call(&open, ttl).await {
+        Ok(PeerResponse::StreamOpened) => Ok(conn.into_framed()),
+        Ok(_) => Err(network_err(&PeerError::Io(
+            "unexpected answer to an append stream".into(),
+        ))),
+        Err(e) => Err(network_err(&e)),
+    }
 }
 
 /// Sends every request of `input` as soon as it is produced: what is ready together goes
@@ -174,7 +219,7 @@ async fn write_loop<S>(
     mut sink: SplitSink<PeerFramed, Bytes>,
     ctx: Arc<PeerContext>,
     target: NodeId,
-    (progress, counts): (watch::Sender<Progress>, Arc<Counts>),
+    (progress, counts, returned): (watch::Sender<Progress>, Arc<Counts>, ReturnedSink),
 ) where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
 {
@@ -218,6 +263,11 @@ async fn write_loop<S>(
             break;
         }
     }
+    // Every request went out and was flushed: the connection may serve the next stream once
+    // the reader has every answer (left before `done`, which the reader waits for).
+    if let Ok(mut slot) = returned.lock() {
+        *slot = Some(sink);
+    }
     progress.send_modify(|p| p.done = true);
 }
 
@@ -235,6 +285,7 @@ async fn next_item(mut r: Reader) -> Option<(Item, Reader)> {
                 return r.fail(unreachable(&PeerError::Io(why)));
             }
             if done {
+                r.hand_back();
                 return None;
             }
         } else if r.owed_since.is_none() {
@@ -264,6 +315,20 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 impl Reader {
+    /// The input ended, every request was answered and nothing failed: leaves the connection
+    /// for the client's next stream.
+    fn hand_back(self) {
+        let Some(sink) = self.sink.lock().ok().and_then(|mut s| s.take()) else {
+            return;
+        };
+        let Ok(framed) = self.source.reunite(sink) else {
+            return;
+        };
+        if let Ok(mut idle) = self.idle.lock() {
+            *idle = Some(framed);
+        }
+    }
+
     fn fail(mut self, e: RpcErr) -> Option<(Item, Reader)> {
         self.finished = true;
         Some((Err(e), self))
