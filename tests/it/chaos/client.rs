@@ -377,6 +377,11 @@ fn locks(c: &mut Client) {
     let mut n = 0u64;
     while c.running() {
         n += 1;
+        // One cycle in six takes both lock keys at once with MLOCK.
+        if c.rng.gen_range(0..6) == 0 {
+            mlock_cycle(c, &px, n);
+            continue;
+        }
         // Mostly LOCK on lk:0 and lk:1; also RLOCK on the same keys (readers beside
         // writers), and SEMACQUIRE on sem:0.
         let (f, key) = match c.rng.gen_range(0..10) {
@@ -434,6 +439,127 @@ fn locks(c: &mut Client) {
                 None,
                 &["UNLOCK", &key, &owner],
             );
+        }
+    }
+}
+
+/// How an MLOCK went.
+enum Multi {
+    Granted(Vec<i64>),
+    Nil,
+    Unknown,
+}
+
+/// Sends an MLOCK of `keys` and records it as one `lock` op per key (the same times, each
+/// key's own token, or nil, or unknown), so that the lock checkers see each key's grant as
+/// an exclusive LOCK's.
+fn mlock(c: &mut Client, keys: &[String; 2], owner: &str, args: &[&str]) -> Multi {
+    let inv = c.now();
+    let raw = c.connect().and_then(|conn| {
+        conn.try_send_raw(&encode(args))
+            .ok()
+            .and_then(|_| conn.try_read_reply().ok())
+    });
+    let times = (inv, c.now());
+    let outcome = match raw {
+        Some(r) if r.starts_with(b"*2\r\n") => {
+            let tokens: Vec<i64> = String::from_utf8_lossy(&r)
+                .split("\r\n")
+                .filter_map(|l| l.strip_prefix(':')?.parse().ok())
+                .collect();
+            if tokens.len() == 2 {
+                Multi::Granted(tokens)
+            } else {
+                Multi::Unknown
+            }
+        }
+        Some(r) if r.starts_with(b"$-1") || r.starts_with(b"_") => Multi::Nil,
+        _ => Multi::Unknown,
+    };
+    if let Multi::Unknown = outcome {
+        c.conn = None;
+        thread::sleep(Duration::from_millis(20));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let reply = match &outcome {
+            Multi::Granted(t) => Reply::Int(t[i]),
+            Multi::Nil => Reply::Bulk(None),
+            Multi::Unknown => Reply::Unknown,
+        };
+        let line = OpLine {
+            f: "lock",
+            key,
+            arg: Some(owner),
+            token: None,
+        };
+        c.record(line, times, &reply);
+    }
+    outcome
+}
+
+/// MLOCK of lk:0 and lk:1 (in a random order), half the time waiting first; then hold,
+/// maybe RENEW, and release with MUNLOCK or one UNLOCK per key (each recorded as `unlock`).
+fn mlock_cycle(c: &mut Client, px: &str, n: u64) {
+    let mut keys = ["lk:0".to_string(), "lk:1".to_string()];
+    if c.rng.gen_bool(0.5) {
+        keys.swap(0, 1);
+    }
+    let owner = format!("c{}-{n}", c.spec.id);
+    let wait = c
+        .rng
+        .gen_range(50..=(2 * c.spec.ttl_ms).clamp(50, 3_000))
+        .to_string();
+    let (k0, k1) = (keys[0].as_str(), keys[1].as_str());
+    let plain = ["MLOCK", &owner, "PX", px, "KEYS", "2", k0, k1];
+    let queued = [
+        "MLOCK", &owner, "PX", px, "WAIT", &wait, "KEYS", "2", k0, k1,
+    ];
+    let first: &[&str] = if c.rng.gen_bool(0.5) { &queued } else { &plain };
+    let mut granted = false;
+    for attempt in 0..3 {
+        let args = if attempt == 0 { first } else { &plain[..] };
+        match mlock(c, &keys, &owner, args) {
+            Multi::Granted(_) => granted = true,
+            Multi::Unknown => continue,
+            Multi::Nil => {}
+        }
+        break;
+    }
+    if !granted {
+        c.sleep_ms(5, 20);
+        return;
+    }
+    c.sleep_ms(0, c.spec.ttl_ms / 3);
+    if c.rng.gen_bool(0.3) {
+        for key in &keys {
+            c.op(
+                "renew",
+                key,
+                Some(&owner),
+                None,
+                &["RENEW", key, &owner, "PX", px],
+            );
+        }
+    }
+    if !c.rng.gen_bool(0.85) {
+        return;
+    }
+    if c.rng.gen_bool(0.5) {
+        let inv = c.now();
+        let reply = c.call(&["MUNLOCK", &owner, "KEYS", "2", k0, k1]);
+        let times = (inv, c.now());
+        for key in &keys {
+            let line = OpLine {
+                f: "unlock",
+                key,
+                arg: Some(&owner),
+                token: None,
+            };
+            c.record(line, times, &reply);
+        }
+    } else {
+        for key in &keys {
+            c.op("unlock", key, Some(&owner), None, &["UNLOCK", key, &owner]);
         }
     }
 }
