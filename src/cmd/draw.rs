@@ -9,6 +9,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::algo::rng;
 use crate::state::Keyspace;
 
 thread_local! {
@@ -28,11 +29,8 @@ pub fn seed(ks: &Keyspace) -> u64 {
 /// differ from those of the reads before it.
 pub fn fresh<R>(f: impl FnOnce() -> R) -> R {
     let n = CALLS.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-    // splitmix64 of the call number: well-spread bits, never 0 for the calls that happen.
-    let mut z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    let salt = (z ^ (z >> 31)) | 1;
+    // The n-th SplitMix64 output from state 0 (n the call number): well-spread bits, never 0 for the calls that happen.
+    let salt = rng::mix(n.wrapping_mul(rng::GOLDEN)) | 1;
     let before = SALT.with(|s| s.replace(salt));
     let out = f();
     SALT.with(|s| s.set(before));
