@@ -31,6 +31,7 @@
 //!
 //! Which module may use which is drawn in docs/architecture.md ("Layers").
 
+pub mod algo;
 pub mod cmd;
 pub mod config;
 pub mod raft;

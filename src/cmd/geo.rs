@@ -2,7 +2,7 @@
 //! `GEOADD key [NX|XX] [CH] longitude latitude member [...]`, `GEOPOS key [member ...]`,
 //! `GEODIST key member1 member2 [M|KM|FT|MI]` and `GEOHASH key [member ...]`.
 //!
-//! A point is a member whose score is its 52-bit geohash ([`super::geohash`]), so GEOADD is
+//! A point is a member whose score is its 52-bit geohash ([`crate::algo::geohash`]), so GEOADD is
 //! a ZADD (it is parsed into [`super::zset::ZAdd`]) and every sorted-set command works on a
 //! geo key. The searches live in `geosearch.rs`; this file has the point commands and the
 //! argument parsers they share.
@@ -10,11 +10,11 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::geohash;
 use super::registry::flags::{READ, WRITE};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::zset::{parse_float, NOT_FLOAT};
 use super::{Command, Request};
+use crate::algo::geohash;
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
 use crate::state::zset::Float;

@@ -13,12 +13,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::geo::{coords, dist_reply, parse_box, parse_lonlat, parse_radius, NO_MEMBER};
-use super::geohash::{self, Shape};
-use super::pqsort::pqsort;
 use super::registry::flags::{READ, WRITE};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::zset::store;
 use super::{Command, Ctx, Request};
+use crate::algo::geohash::{self, Shape};
+use crate::algo::pqsort::pqsort;
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::zset::{Float, ScoreBound, ScoreRange};

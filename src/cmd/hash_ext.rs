@@ -2,7 +2,7 @@
 //! [WITHVALUES]]` and `HSCAN key cursor [MATCH pattern] [COUNT count]`. (`HSTRLEN` is a
 //! read op in `hash.rs`.)
 //!
-//! HINCRBYFLOAT computes in Redis's long double ([`super::float80`], shared with INCRBYFLOAT). HRANDFIELD is
+//! HINCRBYFLOAT computes in Redis's long double ([`crate::algo::float80`], shared with INCRBYFLOAT). HRANDFIELD is
 //! deterministic: its generator is seeded from the keyspace's revision (the same on every
 //! replica at the same log index) and the key. HSCAN of a hash Redis keeps as a listpack
 //! (at most 128 fields, none longer than 64 bytes) replies everything at once with cursor
@@ -11,10 +11,11 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::float80::{self, F80};
 use super::registry::flags::{READ, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
+use crate::algo::float80::{self, F80};
+use crate::algo::rng::SplitMix64;
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::{notify, Hash, Keyspace, Value};
@@ -227,30 +228,14 @@ impl Replicated for HIncrByFloat {
     }
 }
 
-/// SplitMix64: a small, fixed generator, so draws are the same on every replica.
-struct Rng(u64);
-
-impl Rng {
-    fn new(revision: u64, key: &[u8]) -> Rng {
-        let mut seed = revision ^ 0x9e37_79b9_7f4a_7c15;
-        for &b in key {
-            seed = (seed ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        Rng(seed)
+/// HRANDFIELD's generator: SplitMix64 seeded from the revision and the key (FNV-style), so
+/// draws are the same on every replica.
+fn rng(revision: u64, key: &[u8]) -> SplitMix64 {
+    let mut seed = revision ^ crate::algo::rng::GOLDEN;
+    for &b in key {
+        seed = (seed ^ b as u64).wrapping_mul(0x0100_0000_01b3);
     }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
+    SplitMix64::new(seed)
 }
 
 impl HRandField {
@@ -288,7 +273,7 @@ impl Replicated for HRandField {
             Ok(None) => return Reply::Nil,
             Ok(Some(h)) => h,
         };
-        let mut rng = Rng::new(super::draw::seed(ks), &self.key);
+        let mut rng = rng(super::draw::seed(ks), &self.key);
         let len = hash.len();
         match self.count {
             None => hash

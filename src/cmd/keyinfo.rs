@@ -16,6 +16,7 @@ use super::expiry::unix_now_ms;
 use super::registry::flags::{READ, READ_FAST};
 use super::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS, ONE_KEY};
 use super::{Command, Request};
+use crate::algo::rng::SplitMix64;
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
@@ -67,14 +68,6 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Read(Command::KeyRead(read)))
 }
 
-/// SplitMix64: a tiny, well-mixed PRNG step (deterministic for a given seed).
-pub(crate) fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 impl Replicated for KeyRead {
     fn is_read(&self) -> bool {
         true
@@ -88,7 +81,8 @@ impl Replicated for KeyRead {
                 if n == 0 {
                     return Reply::Nil;
                 }
-                let pick = (splitmix64(super::draw::seed(ks)) % n as u64) as usize;
+                // One SplitMix64 step from the seed, reduced by modulo.
+                let pick = SplitMix64::new(super::draw::seed(ks)).below_mod(n);
                 ks.live_keys(now)
                     .nth(pick)
                     .map_or(Reply::Nil, |(k, _)| Reply::Bulk(k.clone()))

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::registry::flags::{READ, READ_FAST, WRITE, WRITE_FAST, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS, ONE_KEY};
 use super::{wrong_arity, Command, Ctx, Request};
+use crate::algo::rng::SplitMix64;
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::{notify, pattern, Keyspace, Set, Value};
@@ -423,45 +424,10 @@ fn set_reply(set: &Set) -> Reply {
     )
 }
 
-/// A small deterministic PRNG (splitmix64): seeded from a revision, so every replica that
-/// applies the same command draws the same members.
-pub struct Draw(u64);
-
-impl Draw {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Draw {
-        Draw(seed ^ 0x5EED_5E75_0000_0000)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform index below `n` (`n` > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        // Multiply-shift: uniform enough for picking members, and never a modulo of 0.
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
-    }
-
-    /// `k` distinct indexes below `n` (`k` <= `n`), in draw order (a partial Fisher-Yates
-    /// over a sparse permutation, so O(k) whatever `n` is).
-    pub fn distinct(&mut self, n: usize, k: usize) -> Vec<usize> {
-        let mut swapped = std::collections::BTreeMap::new();
-        let mut out = Vec::with_capacity(k);
-        for i in 0..k.min(n) {
-            let j = i + self.below(n - i);
-            let at_j = *swapped.get(&j).unwrap_or(&j);
-            let at_i = *swapped.get(&i).unwrap_or(&i);
-            swapped.insert(j, at_i);
-            out.push(at_j);
-        }
-        out
-    }
+/// The generator of SPOP and SRANDMEMBER: SplitMix64 seeded from a revision (xored with a
+/// fixed salt), so every replica that applies the same command draws the same members.
+fn draw(seed: u64) -> SplitMix64 {
+    SplitMix64::new(seed ^ 0x5EED_5E75_0000_0000)
 }
 
 /// The set at `key` for change (must exist and be a set), or None.
@@ -534,7 +500,7 @@ impl Replicated for SPop {
             Ok(None) => return Reply::Nil,
             Ok(Some(s)) => s.len(),
         };
-        let mut draw = Draw::new(ctx.revision);
+        let mut draw = draw(ctx.revision);
         match self.count {
             Some(0) => Reply::Set(vec![]),
             // The whole set: Redis replies as SMEMBERS would, then deletes the key.
@@ -778,7 +744,7 @@ fn sscan(set: &Set, cursor: u64, pat: Option<&Bytes>, count: usize) -> Reply {
 
 /// SRANDMEMBER with a count, drawn from `seed`.
 fn srandmember(set: &Set, count: i64, seed: u64) -> Reply {
-    let mut draw = Draw::new(seed);
+    let mut draw = draw(seed);
     let len = set.len();
     let bulk = |i: usize| set.get_index(i).cloned().map_or(Reply::Nil, Reply::Bulk);
     if count < 0 {
@@ -829,7 +795,7 @@ impl Replicated for SRead {
                 if s.is_empty() {
                     return Reply::Nil;
                 }
-                let i = Draw::new(super::draw::seed(ks)).below(s.len());
+                let i = draw(super::draw::seed(ks)).below(s.len());
                 s.get_index(i).cloned().map_or(Reply::Nil, Reply::Bulk)
             }
             SReadOp::RandMember(Some(n)) => {
@@ -897,8 +863,8 @@ mod tests {
     #[test]
     fn draws_are_distinct_in_range_and_reproducible() {
         for (n, k) in [(1, 1), (5, 3), (100, 100), (1000, 7)] {
-            let a = Draw::new(9).distinct(n, k);
-            assert_eq!(a, Draw::new(9).distinct(n, k));
+            let a = draw(9).distinct(n, k);
+            assert_eq!(a, draw(9).distinct(n, k));
             let set: std::collections::BTreeSet<usize> = a.iter().copied().collect();
             assert_eq!(set.len(), k, "{n} {k}");
             assert!(a.iter().all(|&i| i < n));

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request, WRONGTYPE};
+use crate::algo::float::sort_strtod;
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::{notify, Event, Keyspace, List, Value};
@@ -158,32 +159,6 @@ pub fn lookup(ks: &Keyspace, pattern: &[u8], elem: &Bytes, now: u64) -> Option<B
     }
 }
 
-/// C's `strtod` as SORT uses it: the whole text must be a number (leading spaces allowed,
-/// `inf` and exponents too); NaN and out-of-range values are errors. The empty string is 0,
-/// as in Redis. Hexadecimal floats (which glibc also reads) are not accepted.
-pub fn strtod(b: &[u8]) -> Option<f64> {
-    let text = std::str::from_utf8(b).ok()?;
-    let t = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    if t.is_empty() {
-        return (t.len() == text.len()).then_some(0.0);
-    }
-    let v: f64 = t.parse().ok()?;
-    let lower = t.to_ascii_lowercase();
-    if v.is_nan() || (v.is_infinite() && !lower.contains("inf")) {
-        return None;
-    }
-    // Underflow to zero is ERANGE for strtod.
-    if v == 0.0
-        && lower
-            .bytes()
-            .take_while(|c| *c != b'e')
-            .any(|c| c.is_ascii_digit() && c != b'0')
-    {
-        return None;
-    }
-    Some(v)
-}
-
 /// One element with what it is sorted by.
 struct Item {
     elem: Bytes,
@@ -266,7 +241,7 @@ impl Sort {
                             item.cmp = Some(v);
                         }
                     } else {
-                        match strtod(&v) {
+                        match sort_strtod(&v) {
                             Some(s) => item.score = s,
                             None => bad_number = true,
                         }
@@ -400,21 +375,6 @@ mod tests {
 
     fn bulks(v: &[&str]) -> Reply {
         Reply::Array(v.iter().map(|s| Reply::bulk(s.to_string())).collect())
-    }
-
-    #[test]
-    fn numbers_parse_like_strtod() {
-        assert_eq!(strtod(b"1.5"), Some(1.5));
-        assert_eq!(strtod(b" 2"), Some(2.0));
-        assert_eq!(strtod(b""), Some(0.0));
-        assert_eq!(strtod(b"-inf"), Some(f64::NEG_INFINITY));
-        assert_eq!(strtod(b"1e3"), Some(1000.0));
-        assert_eq!(strtod(b"nan"), None);
-        assert_eq!(strtod(b"1e400"), None);
-        assert_eq!(strtod(b"1e-400"), None);
-        assert_eq!(strtod(b"0.0"), Some(0.0));
-        assert_eq!(strtod(b"2 "), None);
-        assert_eq!(strtod(b"abc"), None);
     }
 
     #[test]

@@ -9,10 +9,10 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::float80;
 use super::registry::flags::{READ, READ_FAST, WRITE, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
+use crate::algo::float80;
 use crate::resp::{Args, Reply};
 use crate::state::{notify, Keyspace};
 

@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 use super::registry::flags::{READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
 use super::registry::{Replicated, Spec, NO_KEYS, ONE_KEY};
 use super::{Command, Ctx, Request};
+pub use crate::algo::float::string2d as parse_float;
+use crate::algo::float::strtod;
+use crate::algo::rng::SplitMix64;
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::zset::{Float, LexBound, LexRange, ScoreBound, ScoreRange};
@@ -133,42 +136,6 @@ pub const RANGE_NOT_FLOAT: &str = "ERR min or max is not a float";
 pub const RANGE_NOT_LEX: &str = "ERR min or max not valid string range item";
 /// Redis's reply when an increment makes a NaN.
 pub const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
-
-/// Parses a double as Redis's `string2d` does (strtod, the whole string, no leading space,
-/// no overflow or underflow to zero, no NaN).
-pub fn parse_float(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
-        return None;
-    }
-    let v = strtod(s)?;
-    let lower = s.to_ascii_lowercase();
-    let literal_inf = lower.trim_start_matches(['+', '-']).starts_with("inf");
-    if (v.is_infinite() && !literal_inf) || v.is_nan() {
-        return None;
-    }
-    if v == 0.0
-        && s.bytes()
-            .take_while(|c| *c != b'e' && *c != b'E')
-            .any(|c| (b'1'..=b'9').contains(&c))
-    {
-        return None; // underflow
-    }
-    Some(v)
-}
-
-/// The part of C's `strtod` we accept: decimal floats, `inf`, `infinity` (any case, signed).
-fn strtod(s: &str) -> Option<f64> {
-    let lower = s.to_ascii_lowercase();
-    let body = lower.trim_start_matches(['+', '-']);
-    if body.starts_with("nan") {
-        return None;
-    }
-    if body.len() + 1 < lower.len() {
-        return None; // two signs
-    }
-    lower.parse::<f64>().ok()
-}
 
 /// Parses a score-range bound: `(x` exclusive, else inclusive (as `zslParseRange`).
 pub fn parse_score_bound(b: &[u8]) -> Option<ScoreBound> {
@@ -789,25 +756,11 @@ fn parse_rand(args: &mut Args) -> Result<ZReadOp, Reply> {
     Ok(ZReadOp::Rand(n, withscores))
 }
 
-/// A small deterministic PRNG (splitmix64), seeded from the keyspace's revision so that
-/// every replica draws the same members.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    /// The next number below `n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z % n as u64) as usize
-    }
+/// ZRANDMEMBER's generator: SplitMix64 seeded from the keyspace's revision (xored with the
+/// golden ratio), so every replica draws the same members; it picks with
+/// [`SplitMix64::below_mod`].
+fn rng(seed: u64) -> SplitMix64 {
+    SplitMix64::new(seed ^ crate::algo::rng::GOLDEN)
 }
 
 fn members_reply(items: Vec<(&Bytes, f64)>, withscores: bool) -> Reply {
@@ -825,10 +778,10 @@ fn members_reply(items: Vec<(&Bytes, f64)>, withscores: bool) -> Reply {
 
 fn rand_members(z: &ZSet, n: i64, withscores: bool, seed: u64) -> Reply {
     let all: Vec<(&Bytes, f64)> = z.iter().collect();
-    let mut rng = Rng::new(seed);
+    let mut rng = rng(seed);
     let picked: Vec<(&Bytes, f64)> = if n < 0 {
         (0..n.unsigned_abs())
-            .map(|_| all[rng.below(all.len())])
+            .map(|_| all[rng.below_mod(all.len())])
             .collect()
     } else if n as usize >= all.len() {
         // The whole set, highest score first, as Redis replies it.
@@ -837,7 +790,7 @@ fn rand_members(z: &ZSet, n: i64, withscores: bool, seed: u64) -> Reply {
         // A partial Fisher-Yates shuffle: `n` distinct members in random order.
         let mut pool = all;
         for i in 0..n as usize {
-            let j = i + rng.below(pool.len() - i);
+            let j = i + rng.below_mod(pool.len() - i);
             pool.swap(i, j);
         }
         pool.truncate(n as usize);
@@ -921,8 +874,8 @@ impl Replicated for ZRead {
             ZReadOp::Count(r) => Reply::Int(z.by_score(r).len() as i64),
             ZReadOp::LexCount(r) => Reply::Int(z.by_lex(r).len() as i64),
             ZReadOp::RandOne => {
-                let mut rng = Rng::new(super::draw::seed(ks));
-                let i = rng.below(z.len().max(1));
+                let mut rng = rng(super::draw::seed(ks));
+                let i = rng.below_mod(z.len().max(1));
                 z.iter()
                     .nth(i)
                     .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.clone()))

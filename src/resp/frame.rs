@@ -140,57 +140,7 @@ impl Reply {
 /// A double as Redis 7.0 writes it (`addReplyDouble`): `inf`, `-inf`, or C's `%.17g`
 /// (17 significant digits, trailing zeros dropped, exponent form below 1e-4 and from 1e17).
 pub fn format_double(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if d.is_nan() {
-        // glibc prints the sign of a NaN (Lua's `0/0` is negative on x86-64).
-        return if d.is_sign_negative() { "-nan" } else { "nan" }.into();
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    // `{:.16e}` rounds to 17 significant digits exactly, as glibc's printf does.
-    let sci = format!("{d:.16e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (neg, digits) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m.replace('.', "")),
-        None => (false, mantissa.replace('.', "")),
-    };
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
-    let mut out = String::new();
-    if neg {
-        out.push('-');
-    }
-    if !(-4..17).contains(&exp) {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push_str(&format!(
-            "e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        ));
-    } else if exp < 0 {
-        out.push_str("0.");
-        out.push_str(&"0".repeat((-exp - 1) as usize));
-        out.push_str(digits);
-    } else {
-        let int_len = exp as usize + 1;
-        if digits.len() <= int_len {
-            out.push_str(digits);
-            out.push_str(&"0".repeat(int_len - digits.len()));
-        } else {
-            out.push_str(&digits[..int_len]);
-            out.push('.');
-            out.push_str(&digits[int_len..]);
-        }
-    }
-    out
+    crate::algo::float::format_g(d, 17)
 }
 
 /// Error and status lines must not contain CR or LF; Redis replaces them with spaces.

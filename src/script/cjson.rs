@@ -18,6 +18,7 @@ use std::rc::Rc;
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
 use super::convert::fmt_g;
+use crate::algo::float::strtod_prefix;
 
 /// lua-cjson's configuration (`json_config_t`), with its defaults.
 #[derive(Clone, Debug)]
@@ -117,7 +118,7 @@ pub(crate) fn check_integer(v: &Value, n: usize, func: &str) -> mlua::Result<i64
 pub(crate) fn lua_str_number(s: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(s).ok()?;
     let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
-    let (end, value) = strtod(t.as_bytes());
+    let (end, value) = strtod_prefix(t.as_bytes());
     if end == 0 || end != t.len() {
         return None;
     }
@@ -616,7 +617,7 @@ impl Parser<'_> {
 
     fn number(&mut self) -> (Tok, usize) {
         let index = self.pos;
-        let (len, value) = strtod(&self.data[self.pos..]);
+        let (len, value) = strtod_prefix(&self.data[self.pos..]);
         if len == 0 {
             return (Tok::Error("invalid number"), index);
         }
@@ -825,142 +826,6 @@ fn decode(lua: &Lua, cfg: &Config, data: &[u8]) -> mlua::Result<Value> {
     Ok(v)
 }
 
-/// C's `strtod` on a prefix of `s` (no leading whitespace): the bytes consumed (0 when no
-/// number starts here) and the value. Accepts a sign, decimal with exponent, hex (`0x`,
-/// with `p` exponent), `inf`, `infinity` and `nan`.
-pub(crate) fn strtod(s: &[u8]) -> (usize, f64) {
-    let at = |i: usize| s.get(i).copied().unwrap_or(0);
-    let mut i = 0;
-    let neg = match at(0) {
-        b'-' => {
-            i = 1;
-            true
-        }
-        b'+' => {
-            i = 1;
-            false
-        }
-        _ => false,
-    };
-    let sign = if neg { -1.0 } else { 1.0 };
-    let lower = |from: usize, n: usize| -> Vec<u8> {
-        (0..n).map(|k| at(from + k).to_ascii_lowercase()).collect()
-    };
-    if lower(i, 8) == b"infinity" {
-        return (i + 8, sign * f64::INFINITY);
-    }
-    if lower(i, 3) == b"inf" {
-        return (i + 3, sign * f64::INFINITY);
-    }
-    if lower(i, 3) == b"nan" {
-        let mut end = i + 3;
-        if at(end) == b'(' {
-            let mut j = end + 1;
-            while at(j).is_ascii_alphanumeric() || at(j) == b'_' {
-                j += 1;
-            }
-            if at(j) == b')' {
-                end = j + 1;
-            }
-        }
-        return (end, if neg { -f64::NAN } else { f64::NAN });
-    }
-    if at(i) == b'0' && (at(i + 1) | 0x20) == b'x' {
-        let mut j = i + 2;
-        let mut mant: f64 = 0.0;
-        let mut digits = 0;
-        let mut exp: i64 = 0;
-        while let Some(d) = (at(j) as char).to_digit(16) {
-            mant = mant * 16.0 + d as f64;
-            digits += 1;
-            j += 1;
-        }
-        if at(j) == b'.' {
-            let mut k = j + 1;
-            let mut frac_digits = 0;
-            while let Some(d) = (at(k) as char).to_digit(16) {
-                mant = mant * 16.0 + d as f64;
-                exp -= 4;
-                frac_digits += 1;
-                k += 1;
-            }
-            if digits + frac_digits > 0 {
-                j = k;
-                digits += frac_digits;
-            }
-        }
-        if digits == 0 {
-            // Only the "0" parses.
-            return (i + 1, sign * 0.0);
-        }
-        if (at(j) | 0x20) == b'p' {
-            let mut k = j + 1;
-            let eneg = match at(k) {
-                b'-' => {
-                    k += 1;
-                    true
-                }
-                b'+' => {
-                    k += 1;
-                    false
-                }
-                _ => false,
-            };
-            if at(k).is_ascii_digit() {
-                let mut e: i64 = 0;
-                while at(k).is_ascii_digit() {
-                    e = (e * 10 + (at(k) - b'0') as i64).min(100_000);
-                    k += 1;
-                }
-                exp += if eneg { -e } else { e };
-                j = k;
-            }
-        }
-        return (j, sign * mant * 2f64.powi(exp.clamp(-5000, 5000) as i32));
-    }
-    let start = i;
-    let mut j = i;
-    while at(j).is_ascii_digit() {
-        j += 1;
-    }
-    let int_digits = j - start;
-    let mut frac_digits = 0;
-    if at(j) == b'.' {
-        let mut k = j + 1;
-        while at(k).is_ascii_digit() {
-            k += 1;
-        }
-        frac_digits = k - j - 1;
-        if int_digits + frac_digits > 0 {
-            j = k;
-        }
-    }
-    if int_digits + frac_digits == 0 {
-        return (0, 0.0);
-    }
-    if (at(j) | 0x20) == b'e' {
-        let mut k = j + 1;
-        if at(k) == b'+' || at(k) == b'-' {
-            k += 1;
-        }
-        if at(k).is_ascii_digit() {
-            while at(k).is_ascii_digit() {
-                k += 1;
-            }
-            j = k;
-        }
-    }
-    let text = std::str::from_utf8(&s[start..j]).unwrap_or("0");
-    let text = if text.starts_with('.') {
-        format!("0{text}")
-    } else {
-        text.to_string()
-    };
-    let text = text.replace(".e", ".0e").replace(".E", ".0E");
-    let v: f64 = text.parse().unwrap_or(0.0);
-    (j, sign * v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1043,16 +908,5 @@ mod tests {
             assert!(e.to_string().contains(msg), "{json}: {e}");
         }
         assert_eq!(eval(&lua, "return tostring(cjson.decode('0x10'))"), "16");
-    }
-
-    #[test]
-    fn strtod_prefixes() {
-        assert_eq!(strtod(b"12abc"), (2, 12.0));
-        assert_eq!(strtod(b"1e5x"), (3, 1e5));
-        assert_eq!(strtod(b"1e+x"), (1, 1.0));
-        assert_eq!(strtod(b"-.5"), (3, -0.5));
-        assert_eq!(strtod(b"0x1p4"), (5, 16.0));
-        assert_eq!(strtod(b"-"), (0, 0.0));
-        assert_eq!(strtod(b"Infinity"), (8, f64::INFINITY));
     }
 }

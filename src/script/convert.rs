@@ -205,37 +205,7 @@ pub fn fmt_g14(n: f64) -> String {
     fmt_g(n, 14)
 }
 
-/// C's `%.<precision>g`.
-pub fn fmt_g(n: f64, precision: i32) -> String {
-    if n.is_nan() {
-        return if n.is_sign_negative() { "-nan" } else { "nan" }.into();
-    }
-    if n.is_infinite() {
-        return if n > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if n == 0.0 {
-        return if n.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    let digits = (precision - 1) as usize;
-    let sci = format!("{n:.digits$e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..precision).contains(&exp) {
-        let m = trim_zeros(mantissa);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{m}e{sign}{:02}", exp.abs());
-    }
-    let decimals = (precision - 1 - exp).max(0) as usize;
-    trim_zeros(&format!("{n:.decimals$}")).to_string()
-}
-
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
+pub use crate::algo::float::format_g as fmt_g;
 
 #[cfg(test)]
 mod tests {

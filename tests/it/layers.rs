@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 
 /// Each module and the modules it may use.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("resp", &[]),
+    ("resp", &["algo"]),
     ("state", &[]),
+    ("algo", &[]),
     ("tls", &[]),
     ("config", &["resp", "tls"]),
-    ("cmd", &["resp", "state", "script"]),
-    ("script", &["resp", "state", "cmd"]),
+    ("cmd", &["resp", "state", "script", "algo"]),
+    ("script", &["resp", "state", "cmd", "algo"]),
     ("raft_types", &["resp", "cmd"]),
     ("store", &["resp", "state", "cmd", "raft_types"]),
     ("raft", &["resp", "cmd", "store", "raft_types", "tls"]),
