@@ -113,6 +113,21 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Write(cmd))
 }
 
+/// The queue wait of a request with `waiter` and `WAIT wait_ms` applied at `now`: who
+/// waits, and until when on the cluster clock (`None`: for ever, `WAIT 0`). No waiter (a
+/// script, a transaction) or no WAIT: no wait.
+pub fn queue_wait(
+    waiter: Option<WaiterId>,
+    wait_ms: Option<u64>,
+    now: u64,
+) -> Option<(WaiterId, Option<u64>)> {
+    match (waiter, wait_ms) {
+        (Some(id), Some(0)) => Some((id, None)),
+        (Some(id), Some(ms)) => Some((id, Some(now.saturating_add(ms)))),
+        _ => None,
+    }
+}
+
 /// LOCK's reply for an outcome.
 fn reply(outcome: Acquired) -> Reply {
     match outcome {
@@ -149,11 +164,7 @@ impl Replicated for Acquire {
     /// As [`Lock`], but a client with a waiter joins the queue when the lock is taken, and
     /// the lease gets its lock-delay.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        let wait = match (self.waiter, self.wait_ms) {
-            (Some(id), Some(0)) => Some((id, None)),
-            (Some(id), Some(ms)) => Some((id, Some(ctx.now.saturating_add(ms)))),
-            _ => None,
-        };
+        let wait = queue_wait(self.waiter, self.wait_ms, ctx.now);
         let a = state::Acquire {
             key: &self.key,
             owner: &self.owner,

@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::lock::QUEUED;
+use super::lock::{queue_wait, QUEUED};
 use super::registry::{Replicated, Spec, NO_KEYS};
 use super::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
@@ -171,11 +171,7 @@ impl Replicated for MLock {
     /// Grants every key if all are free (or the owner's) and nobody else waits for them; a
     /// client with a waiter joins every key's queue otherwise.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        let wait = match (self.waiter, self.wait_ms) {
-            (Some(id), Some(0)) => Some((id, None)),
-            (Some(id), Some(ms)) => Some((id, Some(ctx.now.saturating_add(ms)))),
-            _ => None,
-        };
+        let wait = queue_wait(self.waiter, self.wait_ms, ctx.now);
         let a = MultiAcquire {
             keys: &self.keys,
             owner: &self.owner,

@@ -14,7 +14,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::lock::{parse_px, QUEUED};
+use super::lock::{parse_px, queue_wait, QUEUED};
 use super::registry::flags::WRITE;
 use super::registry::{Replicated, Spec, ONE_KEY};
 use super::{Command, Ctx, Request};
@@ -115,11 +115,7 @@ impl Replicated for Hold {
     /// Grants a hold if the key admits it and nobody is queued for it (or the owner holds it
     /// already); a client with a waiter joins the queue otherwise.
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
-        let wait = match (self.waiter, self.wait_ms) {
-            (Some(id), Some(0)) => Some((id, None)),
-            (Some(id), Some(ms)) => Some((id, Some(ctx.now.saturating_add(ms)))),
-            _ => None,
-        };
+        let wait = queue_wait(self.waiter, self.wait_ms, ctx.now);
         let a = state::Acquire {
             key: &self.key,
             owner: &self.owner,

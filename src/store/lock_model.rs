@@ -703,6 +703,17 @@ impl World {
         }
     }
 
+    /// A new waiter on the node `wait` names (none without a wait).
+    fn waiter(&mut self, wait: Option<(u64, u64)>) -> Option<WaiterId> {
+        let (node, _) = wait?;
+        self.next_seq += 1;
+        Some(WaiterId {
+            node,
+            boot: self.boot[node as usize],
+            seq: self.next_seq,
+        })
+    }
+
     fn step(&mut self, op: Op) {
         self.act(op);
         self.check.compare_queues(&self.ks, self.now);
@@ -721,14 +732,7 @@ impl World {
                     Bytes::from_static(KEYS[key].as_bytes()),
                     Bytes::from_static(OWNERS[owner].as_bytes()),
                 );
-                let waiter = wait.map(|(node, _)| {
-                    self.next_seq += 1;
-                    WaiterId {
-                        node,
-                        boot: self.boot[node as usize],
-                        seq: self.next_seq,
-                    }
-                });
+                let waiter = self.waiter(wait);
                 let wait_ms = wait.map(|(_, ms)| ms);
                 let cmd = Command::Acquire(Acquire {
                     key: k.clone(),
@@ -751,14 +755,7 @@ impl World {
                     Bytes::from_static(KEYS[key].as_bytes()),
                     Bytes::from_static(OWNERS[owner].as_bytes()),
                 );
-                let waiter = wait.map(|(node, _)| {
-                    self.next_seq += 1;
-                    WaiterId {
-                        node,
-                        boot: self.boot[node as usize],
-                        seq: self.next_seq,
-                    }
-                });
+                let waiter = self.waiter(wait);
                 let wait_ms = wait.map(|(_, ms)| ms);
                 let cmd = Command::Hold(Hold {
                     key: k.clone(),
@@ -786,14 +783,7 @@ impl World {
                 .map(|k| Bytes::from_static(k.as_bytes()))
                 .collect();
                 let o = Bytes::from_static(OWNERS[owner].as_bytes());
-                let waiter = wait.map(|(node, _)| {
-                    self.next_seq += 1;
-                    WaiterId {
-                        node,
-                        boot: self.boot[node as usize],
-                        seq: self.next_seq,
-                    }
-                });
+                let waiter = self.waiter(wait);
                 let wait_ms = wait.map(|(_, ms)| ms);
                 let cmd = Command::MLock(MLock {
                     owner: o.clone(),
