@@ -43,6 +43,9 @@ pub static COMMANDS: &[Spec] = &[
 
 /// The most keys one MLOCK takes (a queued MLOCK's record lists its keys under each key).
 pub const MAX_KEYS: usize = 128;
+/// The most bytes an MLOCK's keys may have together: a queued MLOCK's key list is kept in
+/// every one of its keys' records, so this bounds what one waiter adds to the state.
+pub const MAX_KEY_BYTES: usize = 16 * 1024;
 
 /// An MLOCK.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +110,11 @@ fn parse_keys(args: &mut Args) -> Result<Vec<Bytes>, Reply> {
     }
     let keys: Vec<Bytes> = (0..n).map(|_| args.arg()).collect::<Result<_, _>>()?;
     args.finish()?;
+    if keys.iter().map(Bytes::len).sum::<usize>() > MAX_KEY_BYTES {
+        return Err(Reply::err(format!(
+            "ERR the keys are too long: at most {MAX_KEY_BYTES} bytes together"
+        )));
+    }
     let mut sorted: Vec<&Bytes> = keys.iter().collect();
     sorted.sort();
     if sorted.windows(2).any(|w| w[0] == w[1]) {
@@ -255,6 +263,33 @@ mod tests {
         line.push(&n);
         line.extend(many.iter().map(String::as_str));
         assert!(parse(&line).is_err(), "more than MAX_KEYS");
+        let long = "k".repeat(MAX_KEY_BYTES / 2 + 1);
+        assert!(
+            parse(&[
+                "mlock",
+                "o",
+                "PX",
+                "10",
+                "KEYS",
+                "2",
+                &long,
+                &format!("{long}2")
+            ])
+            .is_err(),
+            "keys over MAX_KEY_BYTES together"
+        );
+        let fits = "k".repeat(MAX_KEY_BYTES / 2 - 1);
+        assert!(parse(&[
+            "mlock",
+            "o",
+            "PX",
+            "10",
+            "KEYS",
+            "2",
+            &fits,
+            &format!("{fits}2")
+        ])
+        .is_ok());
     }
 
     #[test]
