@@ -47,7 +47,8 @@ const SUBCOMMANDS: &[(&str, &[&str])] = &[
     (
         "client",
         &[
-            "getname", "help", "id", "info", "list", "setinfo", "setname",
+            "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause",
+            "reply", "setinfo", "setname", "tracking", "unblock", "unpause",
         ],
     ),
     (
@@ -183,7 +184,11 @@ fn dangerous(name: &str, sub: Option<&str>) -> bool {
     match name {
         "config" | "shutdown" | "slowlog" | "latency" | "role" => true,
         "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
-        "client" => matches!(sub, Some("list")),
+        // As Redis 7: the subcommands that act on other clients or the server are @dangerous.
+        "client" => matches!(
+            sub,
+            Some("list" | "kill" | "pause" | "unpause" | "unblock" | "no-evict")
+        ),
         _ => false,
     }
 }
