@@ -282,6 +282,8 @@ run_target() {
             .venv/bin/pytest tests/test_redis_cluster.py
         run_suite "$target" "$port" python "shared-lock and semaphore recipes (redis-py)" "$v" pytest "$PY" \
             .venv/bin/pytest tests/test_shared_locks_recipe.py
+        run_suite "$target" "$port" python "multi-key lock recipe (redis-py)" "$v" pytest "$PY" \
+            .venv/bin/pytest tests/test_multi_lock_recipe.py
     fi
     if wanted node; then
         run_suite "$target" "$port" node "ioredis (RESP2)" "$(node_version ioredis5)" tap "$NODE" \
