@@ -10,6 +10,7 @@
 //! reports about commands, errors and traffic.
 
 mod acl;
+mod blocked;
 mod blocking;
 mod hangup;
 mod lockwait;
