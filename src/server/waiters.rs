@@ -117,7 +117,11 @@ impl<D, O> Registry<D, O> {
     /// Notes that the waiter's entry applied and queued it: from now on, a waiter missing
     /// from its queue is looked into.
     pub fn mark_queued(&self, id: WaiterId) {
-        if let Some(w) = self.table().as_mut().and_then(|t| t.waiters.get_mut(&id.seq)) {
+        if let Some(w) = self
+            .table()
+            .as_mut()
+            .and_then(|t| t.waiters.get_mut(&id.seq))
+        {
             w.queued = true;
         }
     }

@@ -179,7 +179,7 @@ impl Session {
                     self.publish_count(r, &p.channel, true)
                 }
                 Queued::Cmd(_) => replies.next().unwrap_or(Reply::Nil),
-                Queued::Conn(c) => self.conn(c),
+                Queued::Conn(c) => super::conn::execute(self, c),
                 Queued::Failed(e) => e,
             };
             self.counts.inner_call(name, &reply);
