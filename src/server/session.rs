@@ -13,6 +13,7 @@ mod acl;
 mod blocked;
 mod blocking;
 mod conn;
+mod ctx;
 mod hangup;
 mod lockwait;
 mod lost;
