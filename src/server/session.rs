@@ -423,21 +423,7 @@ impl Session {
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
             Ok(Request::Write(c)) => self.dispatch_write(c, timed, stream).await?,
-            Ok(Request::Read(c)) => {
-                if self
-                    .slots
-                    .iter()
-                    .any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_)))
-                {
-                    self.finish_slots(stream).await?;
-                }
-                let rx = self
-                    .shared
-                    .reader
-                    .submit_as(self.user.clone(), self.as_user(c));
-                self.slots
-                    .push(Slot::Read(rx, self.write_deadline(), timed));
-            }
+            Ok(Request::Read(c)) => self.dispatch_read(c, timed, stream).await?,
             Ok(Request::Conn(c)) => self.dispatch_conn(c, timed, raw, stream).await?,
             Ok(Request::Admin(c)) => {
                 self.finish_slots(stream).await?;
@@ -464,6 +450,29 @@ impl Session {
             },
             other => other,
         })
+    }
+
+    /// Submits a read, after the replies of earlier writes (a read never overtakes them).
+    async fn dispatch_read(
+        &mut self,
+        c: Command,
+        timed: Option<Timed>,
+        stream: &mut ClientStream,
+    ) -> std::io::Result<()> {
+        if self
+            .slots
+            .iter()
+            .any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_)))
+        {
+            self.finish_slots(stream).await?;
+        }
+        let rx = self
+            .shared
+            .reader
+            .submit_as(self.user.clone(), self.as_user(c));
+        self.slots
+            .push(Slot::Read(rx, self.write_deadline(), timed));
+        Ok(())
     }
 
     /// Executes a write: a lock wait, a blocking pop, an ACL change, or a write whose reply
