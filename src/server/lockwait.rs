@@ -14,8 +14,7 @@
 //! have been applied here yet) is answered from the state (its token if its owner holds
 //! the lock, else an error that says its place was lost), so no waiter hangs.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use bytes::Bytes;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, oneshot, watch};
 
+use super::waiters::{self, Registry, Unanswered};
 use super::Shared;
 use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
 use crate::cmd::Command;
@@ -34,13 +34,6 @@ const PURGE_CHECK: Duration = Duration::from_secs(1);
 /// Attempts at releasing a grant that reached nobody (each waits for the write's outcome).
 const RELEASE_ATTEMPTS: usize = 5;
 
-/// Checks a queued waiter may be missing from its queue before it is answered from the
-/// state (the grant event of an entry applied here arrives within milliseconds; two checks a
-/// second apart rule it out).
-const LOST_AFTER: u8 = 2;
-/// The same for a waiter this node has not yet seen in its queue: its LOCK may be applied
-/// elsewhere and not yet here (a follower that lags).
-const LOST_UNSEEN_AFTER: u8 = 10;
 /// How many answers given from the state are remembered, so that a late grant event for the
 /// same waiter is not taken for a grant that reached nobody.
 const ANSWERED_KEPT: usize = 1024;
@@ -50,27 +43,21 @@ const ANSWERED_KEPT: usize = 1024;
 /// to it).
 pub type Outcome = Option<Vec<u64>>;
 
+/// What is kept of one lock waiter.
 struct Pending {
     /// Its keys: one, or an MLOCK's.
     keys: Vec<Bytes>,
     /// The tokens granted so far, by key (an MLOCK's grants arrive as one event per key).
     tokens: Vec<Option<u64>>,
     owner: Bytes,
-    tx: oneshot::Sender<Outcome>,
-    /// Its LOCK applied and queued it (set by the session).
-    queued: bool,
-    /// Consecutive checks that found it in no queue.
-    misses: u8,
-    /// A check found it in its queue in this node's state.
-    seen: bool,
 }
+
+/// The locked registry of lock waiters.
+type Table = waiters::Table<Pending, Outcome>;
 
 /// The clients of this node process that wait in a lock queue.
 pub struct Waiters {
-    node: u64,
-    boot: u64,
-    next: AtomicU64,
-    pending: Mutex<HashMap<u64, Pending>>,
+    registry: Registry<Pending, Outcome>,
     /// Waiters answered from the state with a token: (seq, token), newest last.
     answered: Mutex<VecDeque<(u64, u64)>>,
 }
@@ -79,10 +66,7 @@ impl Waiters {
     /// An empty registry for this node process.
     pub fn new(node: u64, boot: u64) -> Waiters {
         Waiters {
-            node,
-            boot,
-            next: AtomicU64::new(1),
-            pending: Mutex::new(HashMap::new()),
+            registry: Registry::new(node, boot),
             answered: Mutex::new(VecDeque::new()),
         }
     }
@@ -94,49 +78,29 @@ impl Waiters {
         keys: Vec<Bytes>,
         owner: Bytes,
     ) -> (WaiterId, oneshot::Receiver<Outcome>) {
-        let id = WaiterId {
-            node: self.node,
-            boot: self.boot,
-            seq: self.next.fetch_add(1, Ordering::Relaxed),
-        };
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut p) = self.pending.lock() {
-            p.insert(
-                id.seq,
-                Pending {
-                    tokens: vec![None; keys.len()],
-                    keys,
-                    owner,
-                    tx,
-                    queued: false,
-                    misses: 0,
-                    seen: false,
-                },
-            );
-        }
-        (id, rx)
+        self.registry.register(Pending {
+            tokens: vec![None; keys.len()],
+            keys,
+            owner,
+        })
     }
 
     /// Notes that the waiter's LOCK applied and queued it: from now on, a waiter missing
     /// from its queue is looked into.
     pub fn mark_queued(&self, id: WaiterId) {
-        if let Ok(mut p) = self.pending.lock() {
-            if let Some(w) = p.get_mut(&id.seq) {
-                w.queued = true;
-            }
-        }
+        self.registry.mark_queued(id);
     }
 
     /// Unregisters a waiter. False if a grant has already been handed to it (its tokens are
     /// in the receiver, or about to be: an MLOCK's grant of which some keys have arrived
     /// stays registered until the rest, from the same entry, arrive).
     pub fn forget(&self, id: WaiterId) -> bool {
-        let Ok(mut p) = self.pending.lock() else {
+        let Some(mut t) = self.registry.table() else {
             return false;
         };
-        match p.get(&id.seq) {
+        match t.get(id.seq) {
             Some(w) if w.tokens.iter().any(Option::is_some) => false,
-            Some(_) => p.remove(&id.seq).is_some(),
+            Some(_) => t.remove(id.seq).is_some(),
             None => false,
         }
     }
@@ -144,14 +108,14 @@ impl Waiters {
     /// Hands the grant of `key` to its waiter. `Err` lists the grants to give back: the
     /// waiter is not registered (or has gone).
     fn deliver(&self, id: WaiterId, key: &Bytes, token: u64) -> Result<(), Vec<(Bytes, u64)>> {
-        if id.node != self.node || id.boot != self.boot {
+        if !self.registry.ours(id) {
             return Ok(()); // another node's or another process's waiter: not ours to act on
         }
-        let Ok(mut pending) = self.pending.lock() else {
+        let Some(mut t) = self.registry.table() else {
             return Err(vec![(key.clone(), token)]);
         };
-        let Some(p) = pending.get_mut(&id.seq) else {
-            drop(pending);
+        let Some(p) = t.get_mut(id.seq) else {
+            drop(t);
             // Already answered from the state with this very grant's token.
             let answered = self.answered.lock().is_ok_and(|mut a| {
                 let pos = a.iter().position(|&(s, t)| s == id.seq && t == token);
@@ -170,21 +134,18 @@ impl Waiters {
         if p.tokens.iter().any(Option::is_none) {
             return Ok(()); // the rest of an MLOCK's grant follows
         }
-        let Some(p) = pending.remove(&id.seq) else {
-            return Ok(());
-        };
         let tokens: Vec<u64> = p.tokens.iter().flatten().copied().collect();
-        match p.tx.send(Some(tokens.clone())) {
-            Ok(()) => Ok(()),
-            Err(_) => Err(p.keys.into_iter().zip(tokens).collect()),
+        match t.answer(id.seq, Some(tokens.clone())) {
+            Ok(_) | Err(Unanswered::NotWaiting(_)) => Ok(()),
+            Err(Unanswered::Dropped(p, _)) => Err(p.keys.into_iter().zip(tokens).collect()),
         }
     }
 
-    /// Answers a waiter from the state: with `token`, or as lost.
-    fn answer(&self, pending: &mut HashMap<u64, Pending>, seq: u64, outcome: Outcome) {
-        let Some(p) = pending.remove(&seq) else {
+    /// Answers a waiter from the state: with its tokens, or as lost.
+    fn answer(&self, t: &mut Table, seq: u64, outcome: Outcome) {
+        if t.get(seq).is_none() {
             return;
-        };
+        }
         if let (Some(tokens), Ok(mut a)) = (&outcome, self.answered.lock()) {
             for &token in tokens {
                 if a.len() >= ANSWERED_KEPT {
@@ -193,7 +154,7 @@ impl Waiters {
                 a.push_back((seq, token));
             }
         }
-        let _ = p.tx.send(outcome);
+        let _ = t.answer(seq, outcome);
     }
 }
 
@@ -214,29 +175,28 @@ pub enum Ended {
 /// Unregisters a waiter whose client stopped waiting, and says whether its owner holds the
 /// lock: a waiter is never told nil while its owner holds the lock in this node's state.
 pub fn end_wait(shared: &Shared, id: WaiterId) -> Ended {
+    let waiters = &shared.waiters;
     let Ok(st) = shared.state.read() else {
-        return if shared.waiters.forget(id) {
+        return if waiters.forget(id) {
             Ended::Free
         } else {
             Ended::Delivered
         };
     };
     let now = super::reader::cluster_now(&shared.raft, &st, &shared.clock);
-    let Ok(mut pending) = shared.waiters.pending.lock() else {
+    let Some(mut t) = waiters.registry.table() else {
         return Ended::Free;
     };
-    let Some(p) = pending.get(&id.seq) else {
+    let Some(p) = t.get(id.seq) else {
         return Ended::Delivered;
     };
     match holder_token(&st.ks, p, now) {
         Some(tokens) => {
-            shared
-                .waiters
-                .answer(&mut pending, id.seq, Some(tokens.clone()));
+            waiters.answer(&mut t, id.seq, Some(tokens.clone()));
             Ended::Held(tokens)
         }
         None => {
-            pending.remove(&id.seq);
+            t.remove(id.seq);
             Ended::Free
         }
     }
@@ -324,15 +284,19 @@ fn deliver_from_state(shared: &Shared) {
         return;
     };
     let now = super::reader::cluster_now(&shared.raft, &st, &shared.clock);
-    let Ok(mut pending) = shared.waiters.pending.lock() else {
+    let Some(mut t) = shared.waiters.registry.table() else {
         return;
     };
-    let granted: Vec<(u64, Vec<u64>)> = pending
-        .iter()
-        .filter_map(|(seq, p)| holder_token(&st.ks, p, now).map(|t| (*seq, t)))
+    let granted: Vec<(u64, Vec<u64>)> = t
+        .seqs()
+        .into_iter()
+        .filter_map(|seq| {
+            let p = t.get(seq)?;
+            holder_token(&st.ks, p, now).map(|tokens| (seq, tokens))
+        })
         .collect();
-    for (seq, token) in granted {
-        shared.waiters.answer(&mut pending, seq, Some(token));
+    for (seq, tokens) in granted {
+        shared.waiters.answer(&mut t, seq, Some(tokens));
     }
 }
 
@@ -345,64 +309,126 @@ fn holder_token(ks: &crate::state::Keyspace, p: &Pending, now: u64) -> Option<Ve
         .collect()
 }
 
-/// Answers the queued waiters that have been missing from their queue for [`LOST_AFTER`]
-/// checks with no grant reaching them (a snapshot install covered their grant, or their
-/// skip): with the token if their owner holds the lock, else with an error.
+/// Answers the queued waiters that have been missing from their queue for
+/// [`waiters::LOST_AFTER`] checks with no grant reaching them (a snapshot install covered
+/// their grant, or their skip): with the token if their owner holds the lock, else with an
+/// error.
 fn answer_lost(shared: &Shared) {
     let Ok(st) = shared.state.read() else {
         return;
     };
     let now = super::reader::cluster_now(&shared.raft, &st, &shared.clock);
-    let Ok(mut pending) = shared.waiters.pending.lock() else {
+    let Some(mut t) = shared.waiters.registry.table() else {
         return;
     };
-    let (node, boot) = (shared.waiters.node, shared.waiters.boot);
-    let mut lost = Vec::new();
-    for (&seq, p) in pending.iter_mut().filter(|(_, p)| p.queued) {
-        let id = WaiterId { node, boot, seq };
-        // An MLOCK waiter is in all its keys' queues or none (it joins and leaves them in
-        // one entry), so its first key tells.
-        let queued = p.keys.first().is_some_and(|k| {
+    // An MLOCK waiter is in all its keys' queues or none (it joins and leaves them in one
+    // entry), so its first key tells.
+    let lost = t.missing(|id, p| {
+        p.keys.first().is_some_and(|k| {
             st.ks
                 .lock_meta(k)
                 .is_some_and(|m| m.queue.iter().any(|w| w.id == id))
-        });
-        p.seen |= queued;
-        p.misses = if queued {
-            0
-        } else {
-            p.misses.saturating_add(1)
-        };
-        let limit = if p.seen {
-            LOST_AFTER
-        } else {
-            LOST_UNSEEN_AFTER
-        };
-        if p.misses >= limit {
-            lost.push((seq, holder_token(&st.ks, p, now)));
-        }
-    }
-    for (seq, outcome) in lost {
+        })
+    });
+    for id in lost {
+        let outcome = t.get(id.seq).and_then(|p| holder_token(&st.ks, p, now));
         tracing::warn!(
-            waiter = seq,
+            waiter = id.seq,
             granted = outcome.is_some(),
             "a lock waiter is in no queue and no grant reached it (a snapshot install covered it?); answering it from the state"
         );
-        shared.waiters.answer(&mut pending, seq, outcome);
+        shared.waiters.answer(&mut t, id.seq, outcome);
     }
 }
 
 /// Proposes dropping the waiters (of locks and of blocked pops) an earlier process of this
 /// node left queued (their clients went with it), if there are any.
 fn purge_stale(shared: &Shared) {
-    let (node, boot) = (shared.waiters.node, shared.waiters.boot);
+    let (node, boot) = shared.waiters.registry.process();
     let stale = shared.state.read().is_ok_and(|st| {
         st.ks.has_stale_waiters(node, boot) || st.ks.has_stale_pop_waiters(node, boot)
     });
     if stale {
-        drop(shared.proposer.submit(Command::LockPurge(LockPurge {
-            node: shared.waiters.node,
-            boot: shared.waiters.boot,
-        })));
+        drop(
+            shared
+                .proposer
+                .submit(Command::LockPurge(LockPurge { node, boot })),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::oneshot::error::TryRecvError;
+
+    fn key(k: &'static str) -> Bytes {
+        Bytes::from_static(k.as_bytes())
+    }
+
+    #[test]
+    fn a_grant_reaches_its_waiter_once_and_a_late_one_is_given_back() {
+        let w = Waiters::new(1, 9);
+        let (id, mut rx) = w.register(vec![key("k")], key("me"));
+        assert_eq!(w.deliver(id, &key("k"), 7), Ok(()));
+        assert_eq!(rx.try_recv(), Ok(Some(vec![7])));
+        // The same grant again, or a grant after the waiter was forgotten: released.
+        assert_eq!(w.deliver(id, &key("k"), 7), Err(vec![(key("k"), 7)]));
+        let (gone, _rx) = w.register(vec![key("k")], key("me"));
+        assert!(w.forget(gone));
+        assert!(!w.forget(gone), "only once");
+        assert_eq!(w.deliver(gone, &key("k"), 8), Err(vec![(key("k"), 8)]));
+        // Another process's waiter is not ours to release.
+        let other = WaiterId { boot: 8, ..gone };
+        assert_eq!(w.deliver(other, &key("k"), 9), Ok(()));
+    }
+
+    #[test]
+    fn an_mlock_grant_is_handed_over_whole() {
+        let w = Waiters::new(1, 9);
+        let (id, mut rx) = w.register(vec![key("a"), key("b")], key("me"));
+        assert_eq!(w.deliver(id, &key("b"), 4), Ok(()));
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        // Partly granted: its client can no longer simply walk away.
+        assert!(!w.forget(id));
+        assert_eq!(w.deliver(id, &key("a"), 3), Ok(()));
+        assert_eq!(rx.try_recv(), Ok(Some(vec![3, 4])));
+        // A key it does not wait for is given back.
+        let (id, _rx) = w.register(vec![key("a")], key("me"));
+        assert_eq!(w.deliver(id, &key("z"), 5), Err(vec![(key("z"), 5)]));
+    }
+
+    #[test]
+    fn a_grant_to_a_client_that_dropped_its_receiver_is_given_back() {
+        let w = Waiters::new(1, 9);
+        let (id, rx) = w.register(vec![key("a"), key("b")], key("me"));
+        drop(rx);
+        assert_eq!(w.deliver(id, &key("a"), 3), Ok(()));
+        assert_eq!(
+            w.deliver(id, &key("b"), 4),
+            Err(vec![(key("a"), 3), (key("b"), 4)])
+        );
+    }
+
+    #[test]
+    fn a_waiter_answered_from_the_state_takes_no_second_grant() {
+        let w = Waiters::new(1, 9);
+        let (id, mut rx) = w.register(vec![key("k")], key("me"));
+        let (lost, mut lost_rx) = w.register(vec![key("k")], key("me"));
+        {
+            let mut t = w.registry.table().expect("table");
+            w.answer(&mut t, id.seq, Some(vec![6]));
+            w.answer(&mut t, lost.seq, None);
+            // Answered: a second answer from the state is a no-op.
+            w.answer(&mut t, id.seq, Some(vec![60]));
+        }
+        assert_eq!(rx.try_recv(), Ok(Some(vec![6])));
+        assert_eq!(lost_rx.try_recv(), Ok(None));
+        // The grant event for the token it was told is expected once, not released...
+        assert_eq!(w.deliver(id, &key("k"), 6), Ok(()));
+        // ... and only once; any other grant reached nobody.
+        assert_eq!(w.deliver(id, &key("k"), 6), Err(vec![(key("k"), 6)]));
+        assert_eq!(w.deliver(lost, &key("k"), 11), Err(vec![(key("k"), 11)]));
+        assert_eq!(w.registry.len(), 0);
     }
 }

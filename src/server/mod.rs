@@ -34,6 +34,7 @@ mod shared;
 mod start;
 mod stats;
 pub mod stream;
+mod waiters;
 
 pub use info::role_name;
 pub use listen::PROTECTED_MODE_DENIED;

@@ -15,13 +15,13 @@
 //! installed a snapshot covering the serve) is failed with an error ([`fail_lost`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use super::waiters::{self, Registry, Unanswered};
 use super::Shared;
 use crate::cmd::list::End;
 use crate::cmd::popwait::{wait_spec, PopCancel};
@@ -33,29 +33,13 @@ use crate::state::WaiterId;
 /// cancel applied can still be given back.
 const GONE_FOR: Duration = Duration::from_secs(120);
 
-struct Pending {
-    cmd: Command,
-    tx: oneshot::Sender<Reply>,
-    /// Its entry queued it (the session saw [`crate::cmd::popwait::POP_QUEUED`]).
-    queued: bool,
-    /// A check has found it in the replicated queues.
-    seen: bool,
-    /// Consecutive checks that found it in no queue of the replicated state.
-    missing: u8,
-}
+/// The locked registry of blocked pops.
+type Table = waiters::Table<Command, Reply>;
 
-/// Checks in a row (one a second) that must find a queued waiter gone from the replicated
-/// queues, with no reply handed to it, before it is failed: a waiter seen there before...
-const LOST_AFTER: u8 = 2;
-/// ... and one never seen there (its node may simply not have applied its entry yet).
-const NEVER_SEEN_AFTER: u8 = 10;
-
-/// The clients of this node process that wait in a blocking pop.
+/// The clients of this node process that wait in a blocking pop: each waiter's data is its
+/// blocking command, its outcome the served reply.
 pub struct PopWaiters {
-    node: u64,
-    boot: u64,
-    next: AtomicU64,
-    pending: Mutex<HashMap<u64, Pending>>,
+    registry: Registry<Command, Reply>,
     /// Waiters that left, with their command and when they left.
     gone: Mutex<HashMap<u64, (Command, Instant)>>,
 }
@@ -64,93 +48,43 @@ impl PopWaiters {
     /// An empty registry for this node process.
     pub fn new(node: u64, boot: u64) -> PopWaiters {
         PopWaiters {
-            node,
-            boot,
-            next: AtomicU64::new(1),
-            pending: Mutex::new(HashMap::new()),
+            registry: Registry::new(node, boot),
             gone: Mutex::new(HashMap::new()),
         }
     }
 
     /// Registers a waiter for the blocking `cmd`; the receiver gets its served reply.
     pub fn register(&self, cmd: Command) -> (WaiterId, oneshot::Receiver<Reply>) {
-        let id = WaiterId {
-            node: self.node,
-            boot: self.boot,
-            seq: self.next.fetch_add(1, Ordering::Relaxed),
-        };
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut p) = self.pending.lock() {
-            p.insert(
-                id.seq,
-                Pending {
-                    cmd,
-                    tx,
-                    queued: false,
-                    seen: false,
-                    missing: 0,
-                },
-            );
-        }
-        (id, rx)
+        self.registry.register(cmd)
     }
 
     /// Unregisters a waiter that stops waiting. False if a reply has already been handed
     /// to it (it is in the receiver).
     pub fn forget(&self, id: WaiterId) -> bool {
-        let Some(p) = self.pending.lock().ok().and_then(|mut p| p.remove(&id.seq)) else {
+        let Some(cmd) = self.registry.forget(id) else {
             return false;
         };
-        if let Ok(mut gone) = self.gone.lock() {
-            let now = Instant::now();
-            gone.retain(|_, (_, at)| now.duration_since(*at) < GONE_FOR);
-            gone.insert(id.seq, (p.cmd, now));
-        }
+        self.remember_gone(id, cmd);
         true
     }
 
-    /// One check of the queued waiters against the replicated queues (`in_queue`): the ones
-    /// found missing too many times in a row.
-    fn missing_from_queues(&self, in_queue: impl Fn(WaiterId, &Command) -> bool) -> Vec<WaiterId> {
-        let Ok(mut pending) = self.pending.lock() else {
-            return Vec::new();
-        };
-        let mut lost = Vec::new();
-        for (seq, p) in pending.iter_mut().filter(|(_, p)| p.queued) {
-            let id = WaiterId {
-                node: self.node,
-                boot: self.boot,
-                seq: *seq,
-            };
-            let queued = in_queue(id, &p.cmd);
-            p.seen |= queued;
-            p.missing = if queued {
-                0
-            } else {
-                p.missing.saturating_add(1)
-            };
-            let limit = if p.seen { LOST_AFTER } else { NEVER_SEEN_AFTER };
-            if p.missing >= limit {
-                lost.push(id);
-            }
+    /// Remembers a waiter that left, so that a serve to it is given back.
+    fn remember_gone(&self, id: WaiterId, cmd: Command) {
+        if let Ok(mut gone) = self.gone.lock() {
+            let now = Instant::now();
+            gone.retain(|_, (_, at)| now.duration_since(*at) < GONE_FOR);
+            gone.insert(id.seq, (cmd, now));
         }
-        lost
     }
 
     /// Notes that the waiter's entry queued it.
     pub fn mark_queued(&self, id: WaiterId) {
-        if let Ok(mut p) = self.pending.lock() {
-            if let Some(w) = p.get_mut(&id.seq) {
-                w.queued = true;
-            }
-        }
+        self.registry.mark_queued(id);
     }
 
     /// Unregisters a waiter whose pop was answered at once (it never queued).
     pub fn discard(&self, id: WaiterId) {
-        if let Ok(mut p) = self.pending.lock() {
-            p.remove(&id.seq);
-        }
+        self.registry.forget(id);
     }
 
     /// The waiter's cancel applied before any serve: no reply will come for it.
@@ -160,9 +94,23 @@ impl PopWaiters {
         }
     }
 
+    /// Unregisters `ids` as gone (see [`PopWaiters::forget`]) and answers each with `error`;
+    /// each leaves its queues through the log.
+    fn fail(&self, shared: &Arc<Shared>, t: &mut Table, ids: Vec<WaiterId>, error: &str) {
+        for id in ids {
+            // Remembered as gone before it is answered: a serve to it is given back.
+            let Some(cmd) = t.get(id.seq).cloned() else {
+                continue;
+            };
+            self.remember_gone(id, cmd.clone());
+            cancel(shared, &cmd, id);
+            let _ = t.answer(id.seq, Reply::err(error));
+        }
+    }
+
     /// How many of this node's clients wait.
     pub fn len(&self) -> usize {
-        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+        self.registry.len()
     }
 
     /// True if none of this node's clients wait.
@@ -175,7 +123,7 @@ impl PopWaiters {
 /// popped elements are given back through the log.
 pub fn deliver(shared: &Arc<Shared>, id: WaiterId, encoded: &Bytes) {
     let w = &shared.pop_waiters;
-    if id.node != w.node || id.boot != w.boot {
+    if !w.registry.ours(id) {
         return; // another node's or another process's waiter: not ours to act on
     }
     let reply: Reply = match postcard::from_bytes(encoded) {
@@ -185,13 +133,10 @@ pub fn deliver(shared: &Arc<Shared>, id: WaiterId, encoded: &Bytes) {
             Reply::err("ERR internal: the served reply does not decode")
         }
     };
-    let pending = w.pending.lock().ok().and_then(|mut p| p.remove(&id.seq));
-    let unsent = match pending {
-        Some(p) => match p.tx.send(reply) {
-            Ok(()) => return,
-            Err(reply) => Some((p.cmd, reply)),
-        },
-        None => {
+    let unsent = match w.registry.answer(id, reply) {
+        Ok(_) => return,
+        Err(Unanswered::Dropped(cmd, reply)) => Some((cmd, reply)),
+        Err(Unanswered::NotWaiting(reply)) => {
             let gone = w.gone.lock().ok().and_then(|mut g| g.remove(&id.seq));
             gone.map(|(cmd, _)| (cmd, reply))
         }
@@ -224,60 +169,46 @@ pub fn give_back_now(shared: &Shared, cmd: &Command, reply: &Reply) {
 /// failed waiter left queued would take elements that no client receives.
 pub fn fail_all(shared: &Arc<Shared>, why: &str) {
     let w = &shared.pop_waiters;
-    let drained: Vec<(u64, Pending)> = match w.pending.lock() {
-        Ok(mut p) => p.drain().collect(),
-        Err(_) => return,
+    let Some(mut t) = w.registry.table() else {
+        return;
     };
-    for (seq, p) in drained {
-        let id = WaiterId {
-            node: w.node,
-            boot: w.boot,
-            seq,
-        };
-        if let Ok(mut gone) = w.gone.lock() {
-            gone.insert(seq, (p.cmd.clone(), Instant::now()));
-        }
-        cancel(shared, &p.cmd, id);
-        let _ = p.tx.send(Reply::err(format!("ERR {why}")));
-    }
+    let all = t.seqs().into_iter().map(|seq| t.id(seq)).collect();
+    w.fail(shared, &mut t, all, &format!("ERR {why}"));
 }
 
 /// Fails the queued waiters that have been missing from the replicated queues for
-/// [`LOST_AFTER`] checks with no reply handed to them. That happens when the node installed a
-/// snapshot that covers the entry that served them (their reply, an event of that entry, was
-/// never produced here), or when their node's old process was purged by mistake: without
-/// this, a client waiting for ever would never be answered.
+/// [`waiters::LOST_AFTER`] checks with no reply handed to them. That happens when the node
+/// installed a snapshot that covers the entry that served them (their reply, an event of
+/// that entry, was never produced here), or when their node's old process was purged by
+/// mistake: without this, a client waiting for ever would never be answered.
 pub fn fail_lost(shared: &Arc<Shared>) {
     let w = &shared.pop_waiters;
-    let lost = {
-        let Ok(st) = shared.state.read() else {
-            return;
-        };
-        let in_queue = |id: WaiterId, cmd: &Command| {
-            let keys = wait_spec(cmd).map(|(k, _, _)| k).unwrap_or_default();
-            keys.iter().any(|k| {
-                st.ks
-                    .pop_queue(k)
-                    .is_some_and(|q| q.iter().any(|x| x.id == id))
-            })
-        };
-        w.missing_from_queues(in_queue)
+    let Ok(st) = shared.state.read() else {
+        return;
     };
-    for id in lost {
-        // As if its client stopped waiting: if it is in fact still queued (or its entry is
-        // yet to apply here), the cancel takes it out, and a serve before that is given back.
-        let Some(p) = w.pending.lock().ok().and_then(|mut p| p.remove(&id.seq)) else {
-            continue;
-        };
-        if let Ok(mut gone) = w.gone.lock() {
-            gone.insert(id.seq, (p.cmd.clone(), Instant::now()));
-        }
-        cancel(shared, &p.cmd, id);
+    let Some(mut t) = w.registry.table() else {
+        return;
+    };
+    let lost = t.missing(|id, cmd| {
+        let keys = wait_spec(cmd).map(|(k, _, _)| k).unwrap_or_default();
+        keys.iter().any(|k| {
+            st.ks
+                .pop_queue(k)
+                .is_some_and(|q| q.iter().any(|x| x.id == id))
+        })
+    });
+    drop(st);
+    for id in &lost {
         tracing::warn!(waiter = id.seq, "a blocked pop is in no queue and no reply reached it (a snapshot install covered its serve?); failing it");
-        let _ = p.tx.send(Reply::err(
-            "ERR the blocked pop lost its place in the queue (its node installed a snapshot); retry",
-        ));
     }
+    // As if its client stopped waiting: if it is in fact still queued (or its entry is yet
+    // to apply here), the cancel takes it out, and a serve before that is given back.
+    w.fail(
+        shared,
+        &mut t,
+        lost,
+        "ERR the blocked pop lost its place in the queue (its node installed a snapshot); retry",
+    );
 }
 
 /// Proposes that `id` leave its keys' queues; if that applies before any serve, the
@@ -409,37 +340,6 @@ mod tests {
         );
         assert_eq!(back, Some(cmd("ZADD z NX 1 a 2 b")));
         assert_eq!(give_back(&cmd("BLMOVE a b LEFT LEFT 0"), &bulk("x")), None);
-    }
-
-    #[test]
-    fn a_queued_waiter_missing_from_the_queues_is_found_lost() {
-        let w = PopWaiters::new(1, 9);
-        let (early, _rx1) = w.register(cmd("BLPOP k 0"));
-        let (seen, _rx2) = w.register(cmd("BLPOP k 0"));
-        let (never, _rx3) = w.register(cmd("BLPOP k 0"));
-        for id in [seen, never] {
-            w.mark_queued(id);
-        }
-        let check = |present: Option<WaiterId>| {
-            let mut lost: Vec<u64> = w
-                .missing_from_queues(|id, _| Some(id) == present)
-                .into_iter()
-                .map(|id| id.seq)
-                .collect();
-            lost.sort();
-            lost
-        };
-        // `early`'s entry has not answered yet: never a candidate. `seen` is in the queue.
-        assert!(check(Some(seen)).is_empty());
-        // `seen` leaves the queues with no reply: lost at the second check in a row.
-        assert!(check(None).is_empty());
-        assert_eq!(check(None), vec![seen.seq]);
-        // One never seen queued (its node may lag) is lost only at the tenth.
-        for _ in 3..9 {
-            assert_eq!(check(None), vec![seen.seq]);
-        }
-        assert_eq!(check(None), vec![seen.seq, never.seq]);
-        assert!(!check(None).contains(&early.seq));
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! reports about commands, errors and traffic.
 
 mod acl;
+mod blocked;
 mod blocking;
+mod conn;
+mod ctx;
 mod hangup;
 mod lockwait;
 mod lost;
@@ -33,11 +36,8 @@ use tracing::Instrument;
 
 use super::errors::write_timeout;
 use super::Shared;
-use crate::cmd::client::ClientCmd;
-use crate::cmd::config::ConfigCmd;
-use crate::cmd::connection::Hello;
 use crate::cmd::object::{self, KeyQuery, Question};
-use crate::cmd::{self, Command, ConnCmd, Request};
+use crate::cmd::{self, Command, Request};
 use crate::resp::{parse_request, Args, Protocol, Reply};
 
 /// Flush replies to the socket once this much is buffered.
@@ -369,23 +369,9 @@ impl Session {
         stream: &mut ClientStream,
     ) -> std::io::Result<()> {
         let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
-        let shared = self.shared.clone();
-        let deadline = || Instant::now() + Duration::from_millis(shared.config.write_timeout_ms);
-        let resolved = match cmd::resolve(&argv) {
-            Ok(spec) if self.user.is_none() && !spec.no_auth() => Err(Reply::err(cmd::acl::NOAUTH)),
-            Ok(spec) => match self.check_acl(spec, &argv) {
-                acl::Verdict::Run => Ok(spec),
-                acl::Verdict::Refuse(reply) => {
-                    // Redis refuses it before queueing: the transaction is doomed.
-                    self.txn.dirty |= self.txn.active();
-                    Err(reply)
-                }
-                acl::Verdict::Close => {
-                    self.quit = true;
-                    return Ok(());
-                }
-            },
-            other => other,
+        let Some(resolved) = self.admit(&argv) else {
+            self.quit = true;
+            return Ok(());
         };
         if resolved.is_err() {
             self.reject();
@@ -436,8 +422,70 @@ impl Session {
         }
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
+            Ok(Request::Write(c)) => self.dispatch_write(c, timed, stream).await?,
+            Ok(Request::Read(c)) => self.dispatch_read(c, timed, stream).await?,
+            Ok(Request::Conn(c)) => self.dispatch_conn(c, timed, raw, stream).await?,
+            Ok(Request::Admin(c)) => {
+                self.finish_slots(stream).await?;
+                let reply = super::admin::execute(&self.shared, c, raw.unwrap_or_default()).await;
+                self.slots.push(Slot::Ready(reply));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves a request's command and checks that the connection may run it: an error
+    /// reply if not, None if the connection is to close (its user was deleted).
+    fn admit(&mut self, argv: &[Bytes]) -> Option<Result<&'static cmd::Spec, Reply>> {
+        Some(match cmd::resolve(argv) {
+            Ok(spec) if self.user.is_none() && !spec.no_auth() => Err(Reply::err(cmd::acl::NOAUTH)),
+            Ok(spec) => match self.check_acl(spec, argv) {
+                acl::Verdict::Run => Ok(spec),
+                acl::Verdict::Refuse(reply) => {
+                    // Redis refuses it before queueing: the transaction is doomed.
+                    self.txn.dirty |= self.txn.active();
+                    Err(reply)
+                }
+                acl::Verdict::Close => return None,
+            },
+            other => other,
+        })
+    }
+
+    /// Submits a read, after the replies of earlier writes (a read never overtakes them).
+    async fn dispatch_read(
+        &mut self,
+        c: Command,
+        timed: Option<Timed>,
+        stream: &mut ClientStream,
+    ) -> std::io::Result<()> {
+        if self
+            .slots
+            .iter()
+            .any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_)))
+        {
+            self.finish_slots(stream).await?;
+        }
+        let rx = self
+            .shared
+            .reader
+            .submit_as(self.user.clone(), self.as_user(c));
+        self.slots
+            .push(Slot::Read(rx, self.write_deadline(), timed));
+        Ok(())
+    }
+
+    /// Executes a write: a lock wait, a blocking pop, an ACL change, or a write whose reply
+    /// is awaited with the next batch.
+    async fn dispatch_write(
+        &mut self,
+        c: Command,
+        timed: Option<Timed>,
+        stream: &mut ClientStream,
+    ) -> std::io::Result<()> {
+        match c {
             // LOCK, RLOCK, SEMACQUIRE and MLOCK with WAIT: the session waits in the queue.
-            Ok(Request::Write(c)) if Queued::waits(&c) => {
+            c if Queued::waits(&c) => {
                 self.finish_slots(stream).await?;
                 let started = std::time::Instant::now();
                 let reply = match Queued::take(c, &self.shared) {
@@ -449,19 +497,17 @@ impl Session {
                 }
                 self.slots.push(Slot::Ready(reply));
             }
-            Ok(Request::Write(c)) if blocking::wait_spec(&c).is_some() => {
+            c if blocking::wait_spec(&c).is_some() => {
                 self.finish_slots(stream).await?;
                 let reply = self.blocking_pop(c, stream).await;
                 self.slots.push(Slot::Ready(reply));
             }
-            Ok(Request::Write(
-                c @ (Command::AclSetUser(_) | Command::AclDelUser(_) | Command::AclLoad(_)),
-            )) => {
+            c @ (Command::AclSetUser(_) | Command::AclDelUser(_) | Command::AclLoad(_)) => {
                 self.finish_slots(stream).await?;
                 let reply = self.acl_write(c).await;
                 self.slots.push(Slot::Ready(reply));
             }
-            Ok(Request::Write(c)) => {
+            c => {
                 let c = self.as_user(self.shared.default_lock_delay(c));
                 if self.slots.iter().any(|s| matches!(s, Slot::Read(..))) {
                     self.finish_slots(stream).await?;
@@ -471,121 +517,11 @@ impl Session {
                     Command::SPublish(p) => Some((p.channel.clone(), true)),
                     _ => None,
                 };
-                let rx = shared.proposer.submit_as(self.user.clone(), c);
+                let rx = self.shared.proposer.submit_as(self.user.clone(), c);
                 self.slots.push(match channel {
-                    Some(ch) => Slot::Publish(rx, deadline(), ch, timed),
-                    None => Slot::Write(rx, deadline(), timed),
+                    Some(ch) => Slot::Publish(rx, self.write_deadline(), ch, timed),
+                    None => Slot::Write(rx, self.write_deadline(), timed),
                 });
-            }
-            Ok(Request::Read(c)) => {
-                if self
-                    .slots
-                    .iter()
-                    .any(|s| !matches!(s, Slot::Read(..) | Slot::Ready(_)))
-                {
-                    self.finish_slots(stream).await?;
-                }
-                let rx = shared.reader.submit_as(self.user.clone(), self.as_user(c));
-                self.slots.push(Slot::Read(rx, deadline(), timed));
-            }
-            Ok(Request::Conn(ConnCmd::Txn(t))) => {
-                self.finish_slots(stream).await?;
-                let reply = self.txn_cmd(t).await;
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(ConnCmd::Sub(sub))) => {
-                self.finish_slots(stream).await?;
-                let events = || {
-                    self.shared
-                        .state
-                        .read()
-                        .ok()
-                        .map(|st| st.events.subscribe())
-                };
-                let replies = self.pubsub.apply(sub, events);
-                self.shared
-                    .clients
-                    .set_subscriptions(self.id, self.pubsub.subscriptions());
-                self.slots.extend(replies.into_iter().map(Slot::Ready));
-                self.pushing = true;
-            }
-            Ok(Request::Conn(ConnCmd::Monitor)) => {
-                // Redis ignores a second MONITOR without a reply.
-                if self.monitor.is_none() {
-                    self.finish_slots(stream).await?;
-                    self.monitor = Some(self.shared.clients.monitors.watch());
-                    self.slots.push(Slot::Ready(Reply::ok()));
-                }
-            }
-            Ok(Request::Conn(ConnCmd::Acl(c))) => {
-                self.finish_slots(stream).await?;
-                let reply = self.acl_cmd(c).await;
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(ConnCmd::KeyInfo(q))) => {
-                self.finish_slots(stream).await?;
-                let reply = self.key_info(q).await;
-                self.record(timed);
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(ConnCmd::Shutdown)) => {
-                // No reply: the connection closes, and the node stops in order.
-                self.finish_slots(stream).await?;
-                tracing::warn!("SHUTDOWN requested by a client");
-                self.shared.shutdown.notify_one();
-                self.quit = true;
-            }
-            Ok(Request::Conn(ConnCmd::Save(cmd::save::SaveCmd::Save))) => {
-                self.finish_slots(stream).await?;
-                let reply = super::save::save(&self.shared).await;
-                self.record(timed);
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(ConnCmd::Debug(
-                d @ (cmd::debug::DebugCmd::Sleep(_) | cmd::debug::DebugCmd::Object(_)),
-            ))) if self.debug_allowed() => {
-                self.finish_slots(stream).await?;
-                let reply = match d {
-                    cmd::debug::DebugCmd::Sleep(secs) => {
-                        tokio::time::sleep(Duration::from_secs_f64(secs.min(86_400.0))).await;
-                        Reply::ok()
-                    }
-                    cmd::debug::DebugCmd::Object(key) => {
-                        self.key_info(KeyQuery {
-                            key,
-                            question: Question::Debug,
-                        })
-                        .await
-                    }
-                    cmd::debug::DebugCmd::Reply(r) => r,
-                    // DIGEST is answered without waiting, by `conn`.
-                    _ => Reply::err("ERR internal: misrouted command"),
-                };
-                self.record(timed);
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(ConnCmd::Cluster(c))) => {
-                self.finish_slots(stream).await?;
-                let reply = super::cluster::topology(&self.shared).await.reply(c);
-                self.record(timed);
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(ConnCmd::Wait(w))) => {
-                self.finish_slots(stream).await?;
-                let reply = super::replicas::wait(&self.shared, w, raw.unwrap_or_default()).await;
-                self.record(timed);
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Conn(c)) => {
-                self.finish_slots(stream).await?;
-                let reply = self.conn(c);
-                self.record(timed);
-                self.slots.push(Slot::Ready(reply));
-            }
-            Ok(Request::Admin(c)) => {
-                self.finish_slots(stream).await?;
-                let reply = super::admin::execute(&self.shared, c, raw.unwrap_or_default()).await;
-                self.slots.push(Slot::Ready(reply));
             }
         }
         Ok(())
@@ -640,110 +576,6 @@ impl Session {
         }
     }
 
-    /// PUBSUB: this node's subscriptions.
-    fn pubsub_info(&self, c: crate::cmd::pubsub::PubSubCmd) -> Reply {
-        use crate::cmd::pubsub::{counts, PubSubCmd};
-        let clients = &self.shared.clients;
-        match c {
-            PubSubCmd::Channels(pattern) => matching(clients.subscribed().0, pattern),
-            PubSubCmd::NumSub(channels) => counts(channels, |ch| clients.subscribers(ch)),
-            PubSubCmd::NumPat => Reply::Int(clients.subscribed().1.len() as i64),
-            PubSubCmd::ShardChannels(pattern) => matching(clients.shard_subscribed(), pattern),
-            PubSubCmd::ShardNumSub(channels) => {
-                counts(channels, |ch| clients.shard_subscribers(ch))
-            }
-        }
-    }
-
-    /// Executes a connection command.
-    fn conn(&mut self, c: ConnCmd) -> Reply {
-        match c {
-            ConnCmd::Ping(msg) if self.pubsub.active() && self.proto == Protocol::Resp2 => {
-                Reply::Array(vec![
-                    Reply::text("pong"),
-                    Reply::Bulk(msg.unwrap_or_default()),
-                ])
-            }
-            ConnCmd::Ping(None) => Reply::Simple("PONG".into()),
-            ConnCmd::Ping(Some(m)) | ConnCmd::Echo(m) => Reply::Bulk(m),
-            ConnCmd::Hello(h) => self.hello(h),
-            ConnCmd::Auth { user, pass } => self.auth(user, pass),
-            ConnCmd::Select(0) => Reply::ok(),
-            ConnCmd::Select(_) => Reply::err("ERR DB index is out of range"),
-            ConnCmd::Quit => {
-                self.quit = true;
-                Reply::ok()
-            }
-            ConnCmd::Reset => {
-                self.monitor = None;
-                self.txn.reset();
-                self.pubsub.clear();
-                self.shared
-                    .clients
-                    .set_subscriptions(self.id, self.pubsub.subscriptions());
-                self.proto = Protocol::Resp2;
-                self.name = None;
-                self.user = self.shared.initial_user();
-                self.shared.clients.update(self.id, |c| {
-                    c.name.clear();
-                    c.resp = 2;
-                    c.user = crate::state::acl::DEFAULT_USER.into();
-                });
-                Reply::Simple("RESET".into())
-            }
-            ConnCmd::Client(c) => self.client(c),
-            ConnCmd::Command(reply) => reply,
-            ConnCmd::Role => super::replicas::role(&self.shared),
-            ConnCmd::LockNotify(true) if self.proto != Protocol::Resp3 => Reply::err(
-                "ERR LOCKNOTIFY needs RESP3 (HELLO 3); RESP2 clients can subscribe to __keyspace@0__:<key> for lock_expired and lock_released",
-            ),
-            ConnCmd::LockNotify(on) => {
-                let shared = self.shared.clone();
-                self.pubsub
-                    .lock_notify(on, || shared.state.read().ok().map(|st| st.events.subscribe()));
-                Reply::ok()
-            }
-            // Inside EXEC: from what is known, without asking the other members.
-            ConnCmd::Cluster(c) => super::cluster::topology_now(&self.shared).reply(c),
-            // Inside EXEC: the count now, without blocking, as Redis answers.
-            ConnCmd::Wait(_) => super::replicas::acked_now(&self.shared),
-            ConnCmd::Info(sections) => {
-                Reply::Verbatim(crate::cmd::info::render(&sections, &self.shared.info()))
-            }
-            ConnCmd::Config(c) => self.config_cmd(c),
-            ConnCmd::Time => crate::cmd::time::reply(unix_now()),
-            ConnCmd::LastSave => Reply::Int(self.shared.saves.last_save.load(Ordering::Relaxed)),
-            // SAVE is refused inside MULTI (`no_multi`) and handled in `handle` otherwise.
-            ConnCmd::Save(cmd::save::SaveCmd::Save) => {
-                Reply::err("ERR Command not allowed inside a transaction")
-            }
-            ConnCmd::Save(c) => super::save::background(&self.shared, c),
-            ConnCmd::Debug(_) if !self.debug_allowed() => Reply::err(cmd::debug::NOT_ALLOWED),
-            ConnCmd::Debug(cmd::debug::DebugCmd::Reply(r)) => r,
-            ConnCmd::Debug(
-                d @ (cmd::debug::DebugCmd::Digest | cmd::debug::DebugCmd::DigestValue(_)),
-            ) => super::admin::with_applied_state(&self.shared, |ks, _| {
-                cmd::debug::digest_reply(&d, ks).unwrap_or_else(Reply::ok)
-            }),
-            // Inside a transaction: no pause, and no read of a key.
-            ConnCmd::Debug(cmd::debug::DebugCmd::Sleep(_)) => Reply::ok(),
-            ConnCmd::Debug(cmd::debug::DebugCmd::Object(_)) => {
-                Reply::err("ERR Command not allowed inside a transaction")
-            }
-            ConnCmd::Slowlog(c) => self.shared.slowlog.run(c),
-            ConnCmd::PubSub(c) => self.pubsub_info(c),
-            // Inside EXEC (handled in `handle` otherwise).
-            ConnCmd::Monitor => Reply::err(cmd::monitor::IN_MULTI),
-            ConnCmd::Acl(c) => self.acl_local(c),
-            // Never queued (`refused_inside_multi`); handled in `handle` otherwise.
-            ConnCmd::Shutdown | ConnCmd::KeyInfo(_) => {
-                Reply::err("ERR Command not allowed inside a transaction")
-            }
-            // Handled in `handle` (they need to await or change the session's mode).
-            ConnCmd::Txn(_) | ConnCmd::Sub(_) => Reply::err("ERR internal: misrouted command"),
-        }
-    }
-
     /// The start of a command the slow log may record (None while it is off).
     fn timed(&self, argv: &[Bytes]) -> Option<Timed> {
         let live = &self.shared.settings.live;
@@ -772,18 +604,6 @@ impl Session {
         };
         let max_len = live.slowlog_max_len.load(Ordering::Relaxed);
         self.shared.slowlog.push(entry, max_len);
-    }
-
-    fn config_cmd(&self, c: ConfigCmd) -> Reply {
-        match c {
-            ConfigCmd::Get(patterns) => self.shared.settings.get(&patterns),
-            ConfigCmd::Set(pairs) => self.shared.settings.set(&pairs),
-            ConfigCmd::ResetStat => {
-                self.shared.reset_stats();
-                Reply::ok()
-            }
-            ConfigCmd::Rewrite => self.shared.rewrite_config(),
-        }
     }
 
     /// One read through the read path (as a client's read: linearizable, forwarded). It
@@ -910,131 +730,4 @@ impl Session {
                 .is_ok_and(|a| a.ip().is_loopback()),
         }
     }
-
-    fn hello(&mut self, h: Hello) -> Reply {
-        if let Some((user, pass)) = &h.auth {
-            let reply = self.login(Some(user), pass, "HELLO");
-            if reply.is_error() {
-                return reply;
-            }
-        }
-        if self.user.is_none() {
-            return Reply::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
-        }
-        if let Some(name) = &h.setname {
-            if !crate::cmd::connection::valid_client_name(name) {
-                return crate::cmd::connection::invalid_client_name();
-            }
-            self.set_name(name.clone());
-        }
-        if let Some(p) = h.proto {
-            self.proto = if p == 3 {
-                Protocol::Resp3
-            } else {
-                // Pushes are RESP3's: back in RESP2 the lease watch ends.
-                let shared = self.shared.clone();
-                self.pubsub.lock_notify(false, || {
-                    shared.state.read().ok().map(|st| st.events.subscribe())
-                });
-                Protocol::Resp2
-            };
-            self.shared.clients.update(self.id, |c| c.resp = p);
-        }
-        let proto = if self.proto == Protocol::Resp3 { 3 } else { 2 };
-        Reply::Map(vec![
-            (Reply::text("server"), Reply::text("redis")),
-            (Reply::text("version"), Reply::text("7.2.0")),
-            (Reply::text("proto"), Reply::Int(proto)),
-            (Reply::text("id"), Reply::Int(self.id as i64)),
-            (Reply::text("mode"), Reply::text("standalone")),
-            (Reply::text("role"), Reply::text("master")),
-            (Reply::text("modules"), Reply::Array(vec![])),
-        ])
-    }
-
-    fn set_name(&mut self, name: Bytes) {
-        let text = String::from_utf8_lossy(&name).into_owned();
-        self.name = (!name.is_empty()).then_some(name);
-        self.shared.clients.update(self.id, |c| c.name = text);
-    }
-
-    fn client(&mut self, c: ClientCmd) -> Reply {
-        match c {
-            ClientCmd::SetName(n) => {
-                self.set_name(n);
-                Reply::ok()
-            }
-            ClientCmd::GetName => self.name.clone().map_or(Reply::Nil, Reply::Bulk),
-            ClientCmd::Id => Reply::Int(self.id as i64),
-            ClientCmd::SetInfo { lib_name, value } => {
-                let v = String::from_utf8_lossy(&value).into_owned();
-                self.shared.clients.update(self.id, |c| {
-                    if lib_name {
-                        c.lib_name = v
-                    } else {
-                        c.lib_ver = v
-                    }
-                });
-                Reply::ok()
-            }
-            ClientCmd::Info => Reply::Verbatim(self.shared.clients.line(self.id) + "\n"),
-            ClientCmd::List => Reply::Verbatim(self.shared.clients.list()),
-            ClientCmd::Kill(f, old_form) => {
-                if let Some(user) = &f.user {
-                    if self.shared.acl.borrow().get(user).is_none() {
-                        return Reply::err(format!("ERR No such user '{user}'"));
-                    }
-                }
-                let n = self.shared.clients.kill(&f, self.id);
-                match (old_form, n) {
-                    (true, 0) => Reply::err("ERR No such client"),
-                    (true, _) => Reply::ok(),
-                    (false, n) => Reply::Int(n as i64),
-                }
-            }
-            ClientCmd::Pause { ms, all } => {
-                // A timeout past what the clock can hold pauses for a year.
-                let until = Instant::now()
-                    .checked_add(Duration::from_millis(ms))
-                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400));
-                self.shared.clients.pause(until.into_std(), all);
-                Reply::ok()
-            }
-            ClientCmd::Unblock(id, error) => {
-                Reply::Int(i64::from(self.shared.clients.unblock(id, error)))
-            }
-            ClientCmd::Unpause => {
-                self.shared.clients.unpause();
-                Reply::ok()
-            }
-            ClientCmd::Reply(mode) => {
-                use crate::cmd::client::ReplyMode;
-                match mode {
-                    ReplyMode::On => {
-                        self.reply_off = false;
-                        self.reply_skip = 0;
-                    }
-                    ReplyMode::Off => self.reply_off = true,
-                    // This command and the next.
-                    ReplyMode::Skip => self.reply_skip = 2,
-                }
-                Reply::ok()
-            }
-        }
-    }
-}
-
-/// PUBSUB CHANNELS / SHARDCHANNELS: the channels that match `pattern` (all without one).
-fn matching(channels: impl IntoIterator<Item = Bytes>, pattern: Option<Bytes>) -> Reply {
-    Reply::Array(
-        channels
-            .into_iter()
-            .filter(|ch| {
-                pattern
-                    .as_ref()
-                    .is_none_or(|p| crate::state::pattern::matches(p, ch))
-            })
-            .map(Reply::Bulk)
-            .collect(),
-    )
 }

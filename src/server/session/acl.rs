@@ -79,15 +79,6 @@ impl Session {
         }
     }
 
-    /// AUTH [user] pass.
-    pub(super) fn auth(&mut self, user: Option<Bytes>, pass: Bytes) -> Reply {
-        let default_nopass = self.shared.user(DEFAULT_USER).is_some_and(|u| u.nopass);
-        if user.is_none() && default_nopass {
-            return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-        }
-        self.login(user.as_deref(), &pass, "AUTH")
-    }
-
     /// Authenticates as `user` (default: `default`), or answers WRONGPASS and logs it.
     pub(super) fn login(&mut self, user: Option<&[u8]>, pass: &[u8], cmd: &str) -> Reply {
         let name = user.map_or_else(|| DEFAULT_USER.to_string(), lossy);

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use super::super::clients::UnblockWait;
 use super::super::popwait;
 use super::super::stream::ClientStream;
 use super::super::Shared;
-use super::hangup::HangupWatch;
+use super::blocked::{unblock_reply, wait_until, Wake};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -180,7 +179,7 @@ impl Session {
                     self.publish_count(r, &p.channel, true)
                 }
                 Queued::Cmd(_) => replies.next().unwrap_or(Reply::Nil),
-                Queued::Conn(c) => self.conn(c),
+                Queued::Conn(c) => super::conn::execute(self, c),
                 Queued::Failed(e) => e,
             };
             self.counts.inner_call(name, &reply);
@@ -199,7 +198,7 @@ impl Session {
         let Some((_, timeout_ms, _)) = wait_spec(&cmd) else {
             return Reply::err("ERR internal: not a blocking command");
         };
-        let until = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
+        let until = wait_until(timeout_ms);
         let shared = self.shared.clone();
         let (id, mut served) = shared.pop_waiters.register(cmd.clone());
         let wait = Command::PopWait(PopWait {
@@ -222,69 +221,42 @@ impl Session {
                 return reply;
             }
         }
-        let switches = self.killed.clone();
-        let mut unblock = UnblockWait::arm(switches.clone());
-        // Queued: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
-        let _blocked = shared.clients.block(self.id);
-        let mut watch = HangupWatch::new(shared.limits().max_query_buffer);
-        // Every branch answers: the block is one wait.
-        let reply = async {
-            let timeout = async {
-                match until {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                r = &mut served => {
-                    r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"))
-                }
-                _ = timeout => stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await,
-                error = unblock.wait() => {
-                    let reply = unblock_reply(error);
-                    stop_waiting(&shared, &cmd, id, served, reply).await
-                }
-                // CLIENT KILL: the connection closes unanswered.
-                _ = switches.notify.notified() => {
-                    let reply = stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await;
-                    if reply != Reply::NilArray {
-                        popwait::give_back_now(&shared, &cmd, &reply);
-                    }
-                    Reply::NilArray
-                }
-                _ = self.stop.changed() => {
-                    let down = Reply::err("ERR server is shutting down");
-                    let reply = stop_waiting(&shared, &cmd, id, served, down.clone()).await;
-                    if reply != down {
-                        // Served, but the connection closes unanswered: give it back.
-                        popwait::give_back_now(&shared, &cmd, &reply);
-                    }
-                    down
-                }
-                // A client that hangs up while blocked, even after sending more commands.
-                () = watch.hung_up(stream) => {
-                    let reply = stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await;
-                    if reply != Reply::NilArray {
-                        popwait::give_back_now(&shared, &cmd, &reply);
-                    }
-                    Reply::NilArray
-                }
+        // Queued: blocked until it returns.
+        let (wake, _blocked) = self
+            .block_on(&shared.clients, &mut served, until, stream)
+            .await;
+        match wake {
+            Wake::Answer(r) => {
+                r.unwrap_or_else(|_| Reply::err("ERR internal: the pop waiter was dropped"))
+            }
+            Wake::Timeout => stop_waiting(&shared, &cmd, id, served, Reply::NilArray).await,
+            Wake::Unblocked(error) => {
+                stop_waiting(&shared, &cmd, id, served, unblock_reply(error)).await
+            }
+            // CLIENT KILL or a hang-up: the connection closes unanswered.
+            Wake::Gone => unanswered(&shared, &cmd, id, served, Reply::NilArray).await,
+            Wake::Shutdown => {
+                let down = Reply::err("ERR server is shutting down");
+                unanswered(&shared, &cmd, id, served, down).await
             }
         }
-        .await;
-        self.early_input
-            .extend_from_slice(&watch.into_early_input());
-        reply
     }
 }
 
-/// What a client woken by CLIENT UNBLOCK gets: its timeout reply, or Redis's error.
-pub(super) fn unblock_reply(error: bool) -> Reply {
-    if error {
-        Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
-    } else {
-        Reply::NilArray
+/// The client stops waiting and will not read its reply: it leaves the queue, and a reply
+/// served to it meanwhile is given back. It gets `otherwise`.
+async fn unanswered(
+    shared: &Arc<Shared>,
+    cmd: &Command,
+    id: WaiterId,
+    served: oneshot::Receiver<Reply>,
+    otherwise: Reply,
+) -> Reply {
+    let reply = stop_waiting(shared, cmd, id, served, otherwise.clone()).await;
+    if reply != otherwise {
+        popwait::give_back_now(shared, cmd, &reply);
     }
+    otherwise
 }
 
 /// The client stops waiting: if it was still waiting, it leaves the queue through the log

@@ -3,21 +3,17 @@
 //! grant (see `server::lockwait`), the wait runs out, the client hangs up or is killed, or
 //! CLIENT UNBLOCK ends it.
 
-use std::time::Duration;
-
 use super::super::stream::ClientStream;
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
-use super::hangup::HangupWatch;
+use super::blocked::{unblock_reply, wait_until, Wake};
 use super::{await_write, Session};
 use crate::cmd::lock::{Acquire, QUEUED};
 use crate::cmd::mlock::{tokens_reply, MLock};
 use crate::cmd::rlock::Hold;
 use crate::cmd::Command;
 use crate::resp::Reply;
-use crate::server::clients::UnblockWait;
 use crate::server::lockwait::{cancel, end_wait, release, Ended, Outcome};
 use crate::state::WaiterId;
 
@@ -150,17 +146,14 @@ impl Session {
     /// for the answer.
     pub(super) async fn lock_wait(&mut self, lock: Queued, stream: &mut ClientStream) -> Reply {
         let shared = self.shared.clone();
-        let (id, granted) = shared.waiters.register(lock.keys(), lock.owner().clone());
-        let ticket = Ticket {
+        let (id, mut granted) = shared.waiters.register(lock.keys(), lock.owner().clone());
+        let t = Ticket {
             keys: lock.keys(),
             owner: lock.owner().clone(),
             id,
             multi: matches!(lock, Queued::Multi(_)),
         };
-        let until = match lock.wait_ms() {
-            Some(ms) if ms > 0 => Some(Instant::now() + Duration::from_millis(ms)),
-            _ => None,
-        };
+        let until = lock.wait_ms().and_then(wait_until);
         let reply = await_write(
             shared
                 .proposer
@@ -176,63 +169,33 @@ impl Session {
             }
             // An error, or an unknown outcome: the LOCK may have been queued all the same.
             _ => {
-                leave(&shared, &ticket, granted).await;
+                leave(&shared, &t, granted).await;
                 return reply;
             }
         }
-        let mut watch = HangupWatch::new(shared.limits().max_query_buffer);
-        let reply = self
-            .lock_blocked(&ticket, until, granted, &mut watch, stream)
+        // In the queue: blocked until it returns.
+        let (wake, _blocked) = self
+            .block_on(&shared.clients, &mut granted, until, stream)
             .await;
-        self.early_input
-            .extend_from_slice(&watch.into_early_input());
-        reply
-    }
-
-    /// Blocked in the queue until an answer.
-    async fn lock_blocked(
-        &mut self,
-        t: &Ticket,
-        until: Option<Instant>,
-        mut granted: oneshot::Receiver<Outcome>,
-        watch: &mut HangupWatch,
-        stream: &mut ClientStream,
-    ) -> Reply {
-        let shared = self.shared.clone();
-        let switches = self.killed.clone();
-        let mut unblock = UnblockWait::arm(switches.clone());
-        // In the queue: blocked (CLIENT LIST `flags=b`, INFO blocked_clients) until it returns.
-        let _blocked = shared.clients.block(self.id);
-        let timeout = async {
-            match until {
-                Some(t) => tokio::time::sleep_until(t).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(timeout);
-        tokio::select! {
-            outcome = &mut granted => outcome_reply(outcome, t.multi),
-            error = unblock.wait() => {
-                let free = match super::blocking::unblock_reply(error) {
+        match wake {
+            Wake::Answer(outcome) => outcome_reply(outcome, t.multi),
+            Wake::Unblocked(error) => {
+                let free = match unblock_reply(error) {
                     Reply::NilArray => Reply::Nil,
                     error => error,
                 };
-                stop_waiting(&shared, t, granted, free).await
+                stop_waiting(&shared, &t, granted, free).await
             }
-            _ = &mut timeout => stop_waiting(&shared, t, granted, Reply::Nil).await,
-            // CLIENT KILL: the connection closes unanswered; a grant is given back.
-            _ = switches.notify.notified() => {
-                leave(&shared, t, granted).await;
+            Wake::Timeout => stop_waiting(&shared, &t, granted, Reply::Nil).await,
+            // CLIENT KILL or a hang-up: the connection closes unanswered; a grant is given
+            // back.
+            Wake::Gone => {
+                leave(&shared, &t, granted).await;
                 Reply::Nil
             }
-            _ = self.stop.changed() => {
-                leave(&shared, t, granted).await;
+            Wake::Shutdown => {
+                leave(&shared, &t, granted).await;
                 Reply::err("ERR server is shutting down")
-            }
-            // A client that hangs up while it waits, even after sending more commands.
-            () = watch.hung_up(stream) => {
-                leave(&shared, t, granted).await;
-                Reply::Nil
             }
         }
     }
