@@ -59,7 +59,7 @@ pub use zsets::{bzpop, zrange, zset, zsetop};
 
 pub use connection::ConnCmd;
 pub use expiry::Expiry;
-pub use registry::{lookup, parse, resolve, unknown_command, wrong_arity, Replicated, Spec};
+pub use registry::{lookup, parse, resolve, unknown_command, wrong_arity, Own, Replicated, Spec};
 
 use crate::resp::Reply;
 use crate::state::{self, Keyspace};
@@ -206,6 +206,12 @@ impl Command {
     /// True for commands answered by [`Command::query`] (they never change state).
     pub fn is_read(&self) -> bool {
         self.behaviour().is_read()
+    }
+
+    /// What the leader checks this command against when a follower forwards it
+    /// ([`Replicated::forwarded`]).
+    pub fn forwarded(&self) -> Option<registry::Touches<'_>> {
+        self.behaviour().forwarded()
     }
 
     /// Replaces absolute Unix times (EXAT, PXAT, EXPIREAT, PEXPIREAT) with relative TTLs.

@@ -35,52 +35,6 @@ pub const CATEGORIES: &[&str] = &[
     PALISADE_GROUP,
 ];
 
-/// The subcommands of container commands (`+config|get` names one of these).
-const SUBCOMMANDS: &[(&str, &[&str])] = &[
-    (
-        "acl",
-        &[
-            "cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log",
-            "save", "setuser", "users", "whoami",
-        ],
-    ),
-    (
-        "client",
-        &[
-            "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause",
-            "reply", "setinfo", "setname", "tracking", "unblock", "unpause",
-        ],
-    ),
-    (
-        "command",
-        &["count", "docs", "getkeys", "help", "info", "list"],
-    ),
-    ("config", &["get", "help", "resetstat", "rewrite", "set"]),
-    (
-        "latency",
-        &["doctor", "help", "histogram", "latest", "reset"],
-    ),
-    ("memory", &["help", "purge", "usage"]),
-    (
-        "object",
-        &["encoding", "freq", "help", "idletime", "refcount"],
-    ),
-    (
-        "pubsub",
-        &[
-            "channels",
-            "help",
-            "numpat",
-            "numsub",
-            "shardchannels",
-            "shardnumsub",
-        ],
-    ),
-    // BUDGET is Palisade's own.
-    ("script", &["budget", "exists", "flush", "help", "load"]),
-    ("slowlog", &["get", "help", "len", "reset"]),
-];
-
 /// The command table as the rule parser sees it.
 pub struct TableCatalog;
 
@@ -98,11 +52,11 @@ impl Catalog for TableCatalog {
     }
 }
 
+/// A container's subcommands, from its table row ([`Spec::subcommands`]).
 pub(super) fn subcommands(name: &str) -> Option<&'static [&'static str]> {
-    SUBCOMMANDS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, s)| *s)
+    lookup(name)
+        .map(|s| s.subcommands)
+        .filter(|s| !s.is_empty())
 }
 
 /// False for a container command line whose subcommand does not exist (Redis's

@@ -11,18 +11,19 @@
 use bytes::Bytes;
 
 use crate::cmd::connection::ConnCmd;
-use crate::cmd::registry::table;
-use crate::cmd::registry::{Spec, NO_KEYS};
+use crate::cmd::registry::{table, Spec, NO_KEYS};
 use crate::cmd::{lookup, Request};
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("command", -1, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Describe the commands this server knows",
-        "2.8.13",
-        "server",
-    ),
+    Spec::new("command", -1, &["loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "Describe the commands this server knows",
+            "2.8.13",
+            "server",
+        )
+        .subcommands(&["count", "docs", "getkeys", "help", "info", "list"]),
 ];
 
 fn info(spec: &Spec) -> Reply {

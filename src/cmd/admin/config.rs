@@ -36,11 +36,13 @@ use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("config", -2, &[], NO_KEYS, parse).docs(
-    "Read, change, reset or save the server's settings",
-    "2.0.0",
-    "server",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("config", -2, &[], NO_KEYS, parse)
+    .docs(
+        "Read, change, reset or save the server's settings",
+        "2.0.0",
+        "server",
+    )
+    .subcommands(&["get", "help", "resetstat", "rewrite", "set"])];
 
 /// A parsed CONFIG subcommand.
 #[derive(Debug, Clone, PartialEq)]

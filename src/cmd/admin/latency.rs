@@ -10,11 +10,13 @@ use crate::cmd::Request;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("latency", -2, &[], NO_KEYS, parse).docs(
-    "Latency monitoring (off in Palisade: no samples are kept)",
-    "2.8.13",
-    "server",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("latency", -2, &[], NO_KEYS, parse)
+    .docs(
+        "Latency monitoring (off in Palisade: no samples are kept)",
+        "2.8.13",
+        "server",
+    )
+    .subcommands(&["doctor", "help", "histogram", "latest", "reset"])];
 
 const HELP: &[&str] = &[
     "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -6,17 +6,20 @@
 use crate::cmd::config::{help, sub_arity, subcommand, unknown_subcommand};
 use crate::cmd::connection::ConnCmd;
 use crate::cmd::object::{KeyQuery, Question};
-use crate::cmd::registry::{Spec, NO_KEYS};
+use crate::cmd::registry::{Own, Spec, NO_KEYS};
 use crate::cmd::Request;
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("memory", -2, &[], NO_KEYS, parse).docs(
-    "Estimate the memory of a key's value as Redis would use it",
-    "4.0.0",
-    "server",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("memory", -2, &[], NO_KEYS, parse)
+    .docs(
+        "Estimate the memory of a key's value as Redis would use it",
+        "4.0.0",
+        "server",
+    )
+    .subcommands(&["help", "purge", "usage"])
+    .own(&[Own::NotInMulti])];
 
 const HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

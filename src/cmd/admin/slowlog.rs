@@ -20,11 +20,9 @@ use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("slowlog", -2, &[], NO_KEYS, parse).docs(
-    "Read or reset the log of slow commands",
-    "2.2.12",
-    "server",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("slowlog", -2, &[], NO_KEYS, parse)
+    .docs("Read or reset the log of slow commands", "2.2.12", "server")
+    .subcommands(&["get", "help", "len", "reset"])];
 
 /// A parsed SLOWLOG subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

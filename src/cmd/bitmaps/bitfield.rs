@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::bitops::{offset_in_range, BAD_OFFSET};
 use crate::cmd::registry::flags::{READ_FAST, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::strings::store_keep_ttl;
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -347,6 +347,10 @@ fn read_field(v: &[u8], f: Field) -> Reply {
 }
 
 impl Replicated for BitField {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["bitfield"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -401,6 +405,10 @@ impl Replicated for BitField {
 }
 
 impl Replicated for BitFieldRo {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["bitfield_ro", "bitfield"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

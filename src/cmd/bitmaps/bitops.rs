@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ, READ_FAST, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::strings::{store_keep_ttl, MAX_STRING};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -187,6 +187,10 @@ pub fn parse_bitop(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for SetBit {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["setbit"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -320,6 +324,10 @@ fn bitpos(v: &[u8], bit: bool, range: &[Bytes]) -> Result<i64, Reply> {
 }
 
 impl Replicated for BitRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["getbit", "bitcount", "bitpos"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -352,6 +360,17 @@ impl Replicated for BitRead {
 }
 
 impl Replicated for BitOp {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["bitop"],
+            std::iter::once(&self.dest)
+                .chain(&self.keys)
+                .map(|k| k.as_ref())
+                .collect(),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

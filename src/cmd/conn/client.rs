@@ -11,11 +11,16 @@ use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &["sentinel"], NO_KEYS, parse).docs(
-    "Subcommands that inspect or name the current connection",
-    "2.4.0",
-    "connection",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &["sentinel"], NO_KEYS, parse)
+    .docs(
+        "Subcommands that inspect or name the current connection",
+        "2.4.0",
+        "connection",
+    )
+    .subcommands(&[
+        "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause", "reply",
+        "setinfo", "setname", "tracking", "unblock", "unpause",
+    ])];
 
 /// A parsed CLIENT subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

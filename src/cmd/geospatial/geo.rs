@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algo::geohash;
 use crate::cmd::registry::flags::{READ, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::zset::{parse_float, NOT_FLOAT};
 use crate::cmd::{Command, Request};
 use crate::resp::args::syntax_error;
@@ -195,6 +195,10 @@ pub(super) fn coords(lon: f64, lat: f64) -> Reply {
 }
 
 impl Replicated for GeoRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["geopos", "geodist", "geohash"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -16,7 +16,7 @@ use crate::algo::geohash::{self, Shape};
 use crate::algo::pqsort::pqsort;
 use crate::cmd::geo::{coords, dist_reply, parse_box, parse_lonlat, parse_radius, NO_MEMBER};
 use crate::cmd::registry::flags::{READ, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::zset::store;
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -408,6 +408,20 @@ fn scan(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Found> {
 pub struct GeoSearch(pub SearchSpec);
 
 impl Replicated for GeoSearch {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &[
+                "geosearch",
+                "georadius",
+                "georadiusbymember",
+                "georadius_ro",
+                "georadiusbymember_ro",
+            ],
+            one(&self.0.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -449,6 +463,16 @@ impl Replicated for GeoSearch {
 pub struct GeoStore(pub SearchSpec);
 
 impl Replicated for GeoStore {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["geosearchstore", "georadius", "georadiusbymember"],
+            std::iter::once(self.0.key.as_ref())
+                .chain(self.0.dst.as_deref())
+                .collect(),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ, READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{wrong_arity, Command, Ctx, Request};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -228,6 +228,10 @@ fn as_hash(v: &mut Value) -> Option<&mut Hash> {
 }
 
 impl Replicated for HSet {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["hset", "hmset", "hsetnx"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -266,6 +270,10 @@ impl Replicated for HSet {
 }
 
 impl Replicated for HDel {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["hdel"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -298,6 +306,10 @@ impl Replicated for HDel {
 }
 
 impl Replicated for HIncrBy {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["hincrby"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -331,6 +343,16 @@ impl Replicated for HIncrBy {
 }
 
 impl Replicated for HRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &[
+                "hget", "hmget", "hexists", "hlen", "hgetall", "hkeys", "hvals", "hstrlen",
+            ],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::algo::float80::{self, F80};
 use crate::algo::rng::SplitMix64;
 use crate::cmd::registry::flags::{READ, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -191,6 +191,10 @@ fn new_hash() -> Value {
 }
 
 impl Replicated for HIncrByFloat {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["hincrbyfloat"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -260,6 +264,10 @@ impl HRandField {
 }
 
 impl Replicated for HRandField {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["hrandfield"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -305,6 +313,10 @@ impl Replicated for HRandField {
 }
 
 impl Replicated for HScan {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["hscan"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

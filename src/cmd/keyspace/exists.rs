@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::READ_FAST;
-use crate::cmd::registry::{Replicated, Spec, ALL_KEYS};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches, ALL_KEYS};
 use crate::cmd::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -29,6 +29,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Exists {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["exists"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

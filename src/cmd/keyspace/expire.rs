@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::WRITE_FAST;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Expiry, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -119,6 +119,14 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Expire {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["expire", "pexpire", "expireat", "pexpireat"],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -171,6 +179,10 @@ pub fn parse_persist(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Persist {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["persist"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -9,23 +9,27 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{none, Own, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("flushall", -1, &["write"], NO_KEYS, parse).docs(
-        "Remove every key (fences, scripts and users stay)",
-        "1.0.0",
-        "server",
-    ),
-    Spec::new("flushdb", -1, &["write"], NO_KEYS, parse).docs(
-        "Remove every key of the database (the same as FLUSHALL here)",
-        "1.0.0",
-        "server",
-    ),
+    Spec::new("flushall", -1, &["write"], NO_KEYS, parse)
+        .docs(
+            "Remove every key (fences, scripts and users stay)",
+            "1.0.0",
+            "server",
+        )
+        .own(&[Own::WalksKeyspace]),
+    Spec::new("flushdb", -1, &["write"], NO_KEYS, parse)
+        .docs(
+            "Remove every key of the database (the same as FLUSHALL here)",
+            "1.0.0",
+            "server",
+        )
+        .own(&[Own::WalksKeyspace]),
 ];
 
 /// Removes every key; replies OK.
@@ -43,6 +47,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Flush {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["flushall", "flushdb"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

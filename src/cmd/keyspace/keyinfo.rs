@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use crate::algo::rng::SplitMix64;
 use crate::cmd::expiry::unix_now_ms;
 use crate::cmd::registry::flags::{READ, READ_FAST};
-use crate::cmd::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS, ONE_KEY};
+use crate::cmd::registry::{
+    many, none, one, Own, Replicated, Spec, Touches, ALL_KEYS, NO_KEYS, ONE_KEY,
+};
 use crate::cmd::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -32,16 +34,20 @@ pub static COMMANDS: &[Spec] = &[
         "3.2.1",
         "generic",
     ),
-    Spec::new("expiretime", 2, READ_FAST, ONE_KEY, parse).docs(
-        "Return the Unix time in seconds at which a key expires",
-        "7.0.0",
-        "generic",
-    ),
-    Spec::new("pexpiretime", 2, READ_FAST, ONE_KEY, parse).docs(
-        "Return the Unix time in milliseconds at which a key expires",
-        "7.0.0",
-        "generic",
-    ),
+    Spec::new("expiretime", 2, READ_FAST, ONE_KEY, parse)
+        .docs(
+            "Return the Unix time in seconds at which a key expires",
+            "7.0.0",
+            "generic",
+        )
+        .own(&[Own::NodeClock]),
+    Spec::new("pexpiretime", 2, READ_FAST, ONE_KEY, parse)
+        .docs(
+            "Return the Unix time in milliseconds at which a key expires",
+            "7.0.0",
+            "generic",
+        )
+        .own(&[Own::NodeClock]),
 ];
 
 /// What is read.
@@ -69,6 +75,14 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for KeyRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        match self {
+            KeyRead::Random => Some((&["randomkey"], none(), none())),
+            KeyRead::Touch(keys) => Some((&["touch"], many(keys), none())),
+            KeyRead::ExpireTime(k, _) => Some((&["expiretime", "pexpiretime"], one(k), none())),
+        }
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ, READ_FAST};
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{none, Own, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Request};
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
@@ -29,11 +29,9 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "server",
     ),
-    Spec::new("keys", 2, READ, NO_KEYS, parse).docs(
-        "List the keys matching a glob pattern",
-        "1.0.0",
-        "generic",
-    ),
+    Spec::new("keys", 2, READ, NO_KEYS, parse)
+        .docs("List the keys matching a glob pattern", "1.0.0", "generic")
+        .own(&[Own::WalksKeyspace]),
     Spec::new("scan", -2, READ, NO_KEYS, parse_scan).docs(
         "Walk the keyspace a few keys at a time with a cursor",
         "2.8.0",
@@ -56,6 +54,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Keys {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["keys"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -147,6 +149,10 @@ pub fn parse_scan(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Scan {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["scan"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -286,6 +292,10 @@ pub fn parse_dbsize(_: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for DbSize {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["dbsize"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -16,17 +16,20 @@ use bytes::Bytes;
 
 use crate::cmd::config::{help, sub_arity, subcommand, unknown_subcommand};
 use crate::cmd::connection::ConnCmd;
-use crate::cmd::registry::{Spec, NO_KEYS};
+use crate::cmd::registry::{Own, Spec, NO_KEYS};
 use crate::cmd::Request;
 use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("object", -2, &[], NO_KEYS, parse).docs(
-    "Describe how a key's value would be stored by Redis",
-    "2.2.3",
-    "generic",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("object", -2, &[], NO_KEYS, parse)
+    .docs(
+        "Describe how a key's value would be stored by Redis",
+        "2.2.3",
+        "generic",
+    )
+    .subcommands(&["encoding", "freq", "help", "idletime", "refcount"])
+    .own(&[Own::NotInMulti])];
 
 /// What is asked about a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

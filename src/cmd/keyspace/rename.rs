@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{WRITE, WRITE_FAST};
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{none, Replicated, Spec, Touches};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -120,6 +120,14 @@ fn put(ks: &mut Keyspace, dst: &Bytes, entry: &Entry, ctx: Ctx) {
 }
 
 impl Replicated for Rename {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["rename", "renamenx"],
+            vec![&self.src[..], &self.dst[..]],
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -146,6 +154,10 @@ impl Replicated for Rename {
 }
 
 impl Replicated for Copy {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["copy"], vec![&self.src[..], &self.dst[..]], none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::algo::float::sort_strtod;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request, WRONGTYPE};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -328,6 +328,22 @@ impl Sort {
 }
 
 impl Replicated for Sort {
+    // `*` stands for the other keys BY and GET read (see `check::sort_keys`).
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            if self.store.is_some() {
+                &["sort"]
+            } else {
+                &["sort", "sort_ro"]
+            },
+            std::iter::once(self.key.as_ref())
+                .chain(self.store.as_ref().map(|k| k.as_ref()))
+                .chain(self.reaches_other_keys().then_some(&b"*"[..]))
+                .collect(),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         self.store.is_none()
     }

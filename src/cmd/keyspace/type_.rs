@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::READ_FAST;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -29,6 +29,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Type {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["type"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

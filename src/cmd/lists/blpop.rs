@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::list::{pop_n, End};
 use crate::cmd::registry::flags::BLOCKING;
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -76,6 +76,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for BPop {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["blpop", "brpop"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -200,6 +200,10 @@ fn list_mut<'a>(ks: &'a mut Keyspace, key: &Bytes, now: u64) -> Option<&'a mut L
 }
 
 impl Replicated for LSet {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lset"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -230,6 +234,10 @@ impl Replicated for LSet {
 }
 
 impl Replicated for LInsert {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["linsert"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -257,6 +265,10 @@ impl Replicated for LInsert {
 }
 
 impl Replicated for LRem {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lrem"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -307,6 +319,10 @@ impl Replicated for LRem {
 }
 
 impl Replicated for LTrim {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["ltrim"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -346,6 +362,10 @@ impl Replicated for LTrim {
 }
 
 impl Replicated for LPos {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lpos"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ, READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Event, Keyspace, List, Value};
@@ -220,6 +220,14 @@ pub fn pop_n(ks: &mut Keyspace, key: &Bytes, end: End, n: usize, now: u64) -> Ve
 }
 
 impl Replicated for Push {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["lpush", "rpush", "lpushx", "rpushx"],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -247,6 +255,10 @@ impl Replicated for Push {
 }
 
 impl Replicated for Pop {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lpop", "rpop"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -284,6 +296,10 @@ fn norm(i: i64, len: i64) -> i64 {
 }
 
 impl Replicated for LRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["llen", "lrange", "lindex"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

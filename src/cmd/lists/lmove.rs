@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::blpop::parse_timeout;
 use crate::cmd::list::{pop_n, End};
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
@@ -193,6 +193,15 @@ fn put(list: &mut List, end: End, v: Bytes) {
 }
 
 impl Replicated for LMove {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        let names: &'static [&'static str] = if self.timeout_ms.is_some() {
+            &["blmove", "brpoplpush"]
+        } else {
+            &["lmove", "rpoplpush"]
+        };
+        Some((names, vec![self.src.as_ref(), self.dst.as_ref()], none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -248,6 +257,15 @@ impl Replicated for LMove {
 }
 
 impl Replicated for LMPop {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        let names: &'static [&'static str] = if self.timeout_ms.is_some() {
+            &["blmpop"]
+        } else {
+            &["lmpop"]
+        };
+        Some((names, many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::cmd::blpop::BPop;
 use crate::cmd::bzpop::BZPop;
 use crate::cmd::lmove::LMPop;
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches};
 use crate::cmd::{Command, Ctx};
 use crate::resp::Reply;
 use crate::state::{Event, Keyspace, PopKind, PopWaiter, Value, WaiterId};
@@ -95,6 +95,11 @@ fn found_nothing(reply: &Reply) -> bool {
 }
 
 impl Replicated for PopWait {
+    // A client's blocking pop, as its queued form: checked as the command itself.
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        self.cmd.forwarded()
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -125,6 +130,23 @@ impl Replicated for PopWait {
 }
 
 impl Replicated for PopCancel {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &[
+                "blpop",
+                "brpop",
+                "blmove",
+                "brpoplpush",
+                "blmpop",
+                "bzpopmin",
+                "bzpopmax",
+                "bzmpop",
+            ],
+            many(&self.keys),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

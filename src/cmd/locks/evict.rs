@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{Replicated, Spec, Touches};
 use crate::cmd::Ctx;
 use crate::resp::Reply;
 use crate::state::Keyspace;
@@ -21,6 +21,10 @@ pub struct Evict {
 }
 
 impl Replicated for Evict {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        None
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -50,6 +54,10 @@ impl Replicated for Evict {
 pub struct Tick;
 
 impl Replicated for Tick {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        None
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::WRITE;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -63,6 +63,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for FencedSet {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["fencedset"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

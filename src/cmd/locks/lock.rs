@@ -12,7 +12,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::WRITE;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -138,6 +138,10 @@ fn reply(outcome: Acquired) -> Reply {
 }
 
 impl Replicated for Lock {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lock"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -157,6 +161,10 @@ impl Replicated for Lock {
 }
 
 impl Replicated for Acquire {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lock"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches};
 use crate::cmd::Ctx;
 use crate::resp::Reply;
 use crate::state::{Keyspace, WaiterId};
@@ -24,6 +24,10 @@ pub struct LockCancel {
 }
 
 impl Replicated for LockCancel {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lock"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -46,6 +50,10 @@ pub struct LockReleaseToken {
 }
 
 impl Replicated for LockReleaseToken {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["unlock"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -74,6 +82,10 @@ pub struct LockReleaseGrant {
 }
 
 impl Replicated for LockReleaseGrant {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["unlock"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -96,6 +108,10 @@ pub struct LockPurge {
 }
 
 impl Replicated for LockPurge {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        None
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::lock::{queue_wait, QUEUED};
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -172,6 +172,10 @@ pub fn tokens_reply(tokens: &[u64]) -> Reply {
 }
 
 impl Replicated for MLock {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["mlock"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -195,6 +199,10 @@ impl Replicated for MLock {
 }
 
 impl Replicated for MUnlock {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["munlock"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::lock::parse_px;
 use crate::cmd::registry::flags::WRITE_FAST;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -35,6 +35,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Renew {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["renew"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::lock::{parse_px, queue_wait, QUEUED};
 use crate::cmd::registry::flags::WRITE;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -108,6 +108,10 @@ pub fn parse_semacquire(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Hold {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["rlock", "semacquire"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

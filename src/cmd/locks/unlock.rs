@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::WRITE_FAST;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -31,6 +31,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Unlock {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["unlock"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

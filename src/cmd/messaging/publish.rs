@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{none, Own, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Event, Keyspace};
@@ -27,7 +27,8 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     "Send a message to the subscribers of a channel",
     "2.0.0",
     "pubsub",
-)];
+)
+.own(&[Own::MayReplicate])];
 
 /// A parsed PUBLISH.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +48,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Publish {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["publish"], none(), vec![self.channel.as_ref()]))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -15,11 +15,16 @@ use crate::cmd::Request;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("pubsub", -2, PUBSUB, NO_KEYS, parse).docs(
-    "A container for Pub/Sub commands",
-    "2.8.0",
-    "pubsub",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("pubsub", -2, PUBSUB, NO_KEYS, parse)
+    .docs("A container for Pub/Sub commands", "2.8.0", "pubsub")
+    .subcommands(&[
+        "channels",
+        "help",
+        "numpat",
+        "numsub",
+        "shardchannels",
+        "shardnumsub",
+    ])];
 
 /// A parsed PUBSUB subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, Own, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{Event, Keyspace};
@@ -23,7 +23,8 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     ONE_KEY,
     parse,
 )
-.docs("Post a message to a shard channel", "7.0.0", "pubsub")];
+.docs("Post a message to a shard channel", "7.0.0", "pubsub")
+.own(&[Own::MayReplicate])];
 
 /// A parsed SPUBLISH.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +44,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for SPublish {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["spublish"], none(), vec![self.channel.as_ref()]))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

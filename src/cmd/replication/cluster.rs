@@ -22,18 +22,31 @@ use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 
 use crate::cmd::connection::ConnCmd;
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{none, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("cluster", -2, &[], NO_KEYS, parse).docs(
-        "Describe the cluster: slots, nodes, key slots (one Raft group serves every slot)",
-        "3.0.0",
-        "cluster",
-    ),
+    Spec::new("cluster", -2, &[], NO_KEYS, parse)
+        .docs(
+            "Describe the cluster: slots, nodes, key slots (one Raft group serves every slot)",
+            "3.0.0",
+            "cluster",
+        )
+        .subcommands(&[
+            "countkeysinslot",
+            "getkeysinslot",
+            "help",
+            "info",
+            "keyslot",
+            "myid",
+            "myshardid",
+            "nodes",
+            "shards",
+            "slots",
+        ]),
     Spec::new(
         "readonly",
         1,
@@ -386,6 +399,10 @@ pub struct SlotKeys {
 }
 
 impl Replicated for SlotKeys {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["cluster"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -3,7 +3,7 @@
 //! `RAFT.CLUSTER INIT`, and the test-only `RAFT.FAULT DROP id [id ...]` / `RAFT.FAULT HEAL`,
 //! `RAFT.FAULT DELAY ms`, `RAFT.FAULT SYNCDELAY ms`.
 
-use crate::cmd::registry::{Spec, NO_KEYS};
+use crate::cmd::registry::{Own, Spec, NO_KEYS};
 use crate::cmd::Request;
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
@@ -27,11 +27,14 @@ pub static COMMANDS: &[Spec] = &[
     )
     .palisade("Show this node's digest of the replicated state and its applied index"),
     Spec::new("raft.node", -3, &["admin"], NO_KEYS, parse)
-        .palisade("Add a node to the cluster or remove one"),
+        .palisade("Add a node to the cluster or remove one")
+        .own(&[Own::ForwardsArgv]),
     Spec::new("raft.cluster", -2, &["admin"], NO_KEYS, parse)
-        .palisade("Initialize this node as a new one-node cluster"),
+        .palisade("Initialize this node as a new one-node cluster")
+        .own(&[Own::ForwardsArgv]),
     Spec::new("raft.fault", -2, &["admin"], NO_KEYS, parse)
-        .palisade("Inject network faults between nodes (for tests)"),
+        .palisade("Inject network faults between nodes (for tests)")
+        .own(&[Own::ForwardsArgv]),
 ];
 
 /// A parsed admin command.

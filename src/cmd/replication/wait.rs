@@ -6,7 +6,7 @@
 //! `write-timeout-ms`, waits that long at most.
 
 use crate::cmd::connection::ConnCmd;
-use crate::cmd::registry::{Spec, NO_KEYS};
+use crate::cmd::registry::{Own, Spec, NO_KEYS};
 use crate::cmd::Request;
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -16,7 +16,8 @@ pub static COMMANDS: &[Spec] = &[Spec::new("wait", 3, &["noscript"], NO_KEYS, pa
     "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
     "3.0.0",
     "generic",
-)];
+)
+.own(&[Own::ForwardsArgv])];
 
 /// A parsed WAIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::SCRIPTING;
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{many, none, Own, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 pub use crate::script::cost::CostModel;
@@ -21,22 +21,26 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("eval", -3, SCRIPTING, NO_KEYS, parse).docs("Run a Lua script", "2.6.0", "scripting"),
-    Spec::new("evalsha", -3, SCRIPTING, NO_KEYS, parse).docs(
-        "Run a cached Lua script given its SHA1 digest",
-        "2.6.0",
-        "scripting",
-    ),
-    Spec::new("eval_ro", -3, SCRIPTING, NO_KEYS, parse).docs(
-        "Run a Lua script that may only read",
-        "7.0.0",
-        "scripting",
-    ),
-    Spec::new("evalsha_ro", -3, SCRIPTING, NO_KEYS, parse).docs(
-        "Run a cached read-only Lua script given its SHA1 digest",
-        "7.0.0",
-        "scripting",
-    ),
+    Spec::new("eval", -3, SCRIPTING, NO_KEYS, parse)
+        .docs("Run a Lua script", "2.6.0", "scripting")
+        .own(&[Own::MayReplicate]),
+    Spec::new("evalsha", -3, SCRIPTING, NO_KEYS, parse)
+        .docs(
+            "Run a cached Lua script given its SHA1 digest",
+            "2.6.0",
+            "scripting",
+        )
+        .own(&[Own::MayReplicate]),
+    Spec::new("eval_ro", -3, SCRIPTING, NO_KEYS, parse)
+        .docs("Run a Lua script that may only read", "7.0.0", "scripting")
+        .own(&[Own::MayReplicate]),
+    Spec::new("evalsha_ro", -3, SCRIPTING, NO_KEYS, parse)
+        .docs(
+            "Run a cached read-only Lua script given its SHA1 digest",
+            "7.0.0",
+            "scripting",
+        )
+        .own(&[Own::MayReplicate]),
 ];
 
 /// Redis's reply to EVALSHA of an unknown script (redsync relies on `NOSCRIPT `).
@@ -164,6 +168,10 @@ impl Eval {
 }
 
 impl Replicated for Eval {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["eval", "evalsha"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -218,6 +226,10 @@ pub fn run(
 }
 
 impl Replicated for EvalRo {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["eval_ro", "evalsha_ro"], many(&self.0.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{none, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::NOT_INTEGER;
 use crate::resp::{Args, Reply};
@@ -18,11 +18,14 @@ use crate::state::scripts::sha1_hex;
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS, parse).docs(
-    "Manage the script cache (LOAD, EXISTS, FLUSH, KILL, BUDGET)",
-    "2.6.0",
-    "scripting",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS, parse)
+    .docs(
+        "Manage the script cache (LOAD, EXISTS, FLUSH, KILL, BUDGET)",
+        "2.6.0",
+        "scripting",
+    )
+    // BUDGET is Palisade's own.
+    .subcommands(&["budget", "exists", "flush", "help", "load"])];
 
 /// A SCRIPT subcommand that goes through the log or the read path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +97,15 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Script {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        match self {
+            Script::Load(_) => Some((&["script|load"], none(), none())),
+            Script::Exists(_) => Some((&["script|exists"], none(), none())),
+            Script::Flush => Some((&["script|flush"], none(), none())),
+            Script::Budget(_) => Some((&["script|budget"], none(), none())),
+        }
+    }
+
     fn is_read(&self) -> bool {
         matches!(self, Script::Exists(_) | Script::Budget(None))
     }

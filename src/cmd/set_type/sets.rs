@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::algo::rng::SplitMix64;
 use crate::cmd::registry::flags::{READ, READ_FAST, WRITE, WRITE_FAST, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS, ONE_KEY};
+use crate::cmd::registry::{
+    many, none, one, Replicated, Spec, Touches, ALL_KEYS, NO_KEYS, ONE_KEY,
+};
 use crate::cmd::{wrong_arity, Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -439,6 +441,10 @@ fn set_mut<'a>(ks: &'a mut Keyspace, key: &Bytes, now: u64) -> Option<&'a mut Se
 }
 
 impl Replicated for SAdd {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["sadd"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -463,6 +469,10 @@ impl Replicated for SAdd {
 }
 
 impl Replicated for SRem {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["srem"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -488,6 +498,10 @@ impl Replicated for SRem {
 }
 
 impl Replicated for SPop {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["spop"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -543,6 +557,14 @@ impl Replicated for SPop {
 }
 
 impl Replicated for SMove {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["smove"],
+            vec![self.src.as_ref(), self.dst.as_ref()],
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -627,6 +649,14 @@ fn combine(op: SetOp, sets: &[Option<&Set>], limit: u64) -> Set {
 }
 
 impl Replicated for SCombine {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["sinter", "sunion", "sdiff", "sintercard"],
+            many(&self.keys),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -646,6 +676,16 @@ impl Replicated for SCombine {
 }
 
 impl Replicated for SStore {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["sinterstore", "sunionstore", "sdiffstore"],
+            std::iter::once(self.dst.as_ref())
+                .chain(many(&self.keys))
+                .collect(),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -770,6 +810,21 @@ fn srandmember(set: &Set, count: i64, seed: u64) -> Reply {
 }
 
 impl Replicated for SRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &[
+                "smembers",
+                "sismember",
+                "smismember",
+                "scard",
+                "srandmember",
+                "sscan",
+            ],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ_FAST, WRITE_FAST};
-use crate::cmd::registry::{wrong_arity, Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, wrong_arity, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::set::{Set, SetForm};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::syntax_error;
@@ -117,6 +117,10 @@ pub struct SetIf {
 }
 
 impl Replicated for SetIf {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["set"], one(&self.set.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -199,6 +203,10 @@ pub fn parse_delifeq(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for DelEx {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["delex", "delifeq"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -245,6 +253,10 @@ pub fn parse_digest(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Digest {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["digest"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

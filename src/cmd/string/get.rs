@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ_FAST, WRITE_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -36,6 +36,10 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Get {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["get"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -62,6 +66,10 @@ pub fn parse_getdel(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for GetDel {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["getdel"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

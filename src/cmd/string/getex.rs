@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{WRITE_FAST, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Expiry, Request};
 use crate::resp::args::{syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -96,6 +96,10 @@ pub fn parse_getset(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for GetEx {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["getex"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -143,6 +147,10 @@ impl Replicated for GetEx {
 }
 
 impl Replicated for GetSet {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["getset"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::WRITE_GROW_FAST;
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -61,6 +61,14 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for IncrBy {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["incr", "incrby", "decr", "decrby"],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

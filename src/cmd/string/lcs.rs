@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::READ;
-use crate::cmd::registry::{Replicated, Spec};
+use crate::cmd::registry::{none, Replicated, Spec, Touches};
 use crate::cmd::strings::MAX_STRING;
 use crate::cmd::{Command, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -163,6 +163,10 @@ fn lcs(a: &[u8], b: &[u8], o: &Options) -> Reply {
 }
 
 impl Replicated for Lcs {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["lcs"], vec![&self.a[..], &self.b[..]], none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

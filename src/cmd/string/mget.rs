@@ -5,7 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ_FAST, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ALL_KEYS};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches, ALL_KEYS};
 use crate::cmd::{wrong_arity, Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{notify, Keyspace, Value};
@@ -68,6 +68,10 @@ pub fn parse_mset(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for MGet {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["mget"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -87,6 +91,14 @@ impl Replicated for MGet {
 }
 
 impl Replicated for MSet {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["mset", "msetnx"],
+            self.pairs.iter().map(|(k, _)| k.as_ref()).collect(),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::cond::{parse_set_cond, Cond, SetIf};
 use crate::cmd::registry::flags::{WRITE, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Expiry, Request};
 use crate::resp::args::syntax_error;
 use crate::resp::{Args, Reply};
@@ -169,6 +169,10 @@ pub fn parse_setex(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for Set {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["set", "setnx", "setex", "psetex"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algo::float80;
 use crate::cmd::registry::flags::{READ, READ_FAST, WRITE, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::{notify, Keyspace};
@@ -200,6 +200,14 @@ impl StrWrite {
 }
 
 impl Replicated for StrWrite {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["append", "setrange", "incrbyfloat"],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -239,6 +247,10 @@ pub(crate) fn byte_range(len: usize, mut start: i64, mut end: i64) -> Option<(us
 }
 
 impl Replicated for StrRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["strlen", "getrange", "substr"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

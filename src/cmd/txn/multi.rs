@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::TXN;
-use crate::cmd::registry::{Replicated, Spec, ALL_KEYS, NO_KEYS};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches, ALL_KEYS, NO_KEYS};
 use crate::cmd::{Command, ConnCmd, Ctx, Request};
 use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
@@ -81,6 +81,10 @@ pub struct Versions {
 }
 
 impl Replicated for Versions {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["watch"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -123,6 +127,10 @@ impl Exec {
 }
 
 impl Replicated for Exec {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["exec"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         self.is_read_only()
     }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::blpop::parse_timeout;
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::zset::{parse_mpop_tail, PopForm, ZPop};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
@@ -81,6 +81,14 @@ pub fn parse_bzmpop(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for BZPop {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["bzpopmin", "bzpopmax", "bzmpop"],
+            many(self.keys()),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

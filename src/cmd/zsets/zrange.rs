@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::registry::flags::{READ, WRITE};
-use crate::cmd::registry::{Replicated, Spec, ONE_KEY};
+use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::zset::{pair, parse_lex_range, parse_score_range, rank_span, store};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -211,6 +211,21 @@ pub fn parse_zrange(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for ZRange {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &[
+                "zrange",
+                "zrevrange",
+                "zrangebyscore",
+                "zrevrangebyscore",
+                "zrangebylex",
+                "zrevrangebylex",
+            ],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -260,6 +275,14 @@ pub fn parse_zrangestore(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for ZRangeStore {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["zrangestore"],
+            vec![self.dst.as_ref(), self.src.as_ref()],
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }

@@ -19,7 +19,7 @@ pub use crate::algo::float::string2d as parse_float;
 use crate::algo::float::strtod;
 use crate::algo::rng::SplitMix64;
 use crate::cmd::registry::flags::{READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS, ONE_KEY};
+use crate::cmd::registry::{many, none, one, Replicated, Spec, Touches, NO_KEYS, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
 use crate::resp::{Args, Reply};
@@ -304,6 +304,10 @@ pub fn parse_zadd(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for ZAdd {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["zadd", "zincrby", "geoadd"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -396,6 +400,10 @@ pub fn parse_zrem(args: &mut Args) -> Result<Request, Reply> {
 }
 
 impl Replicated for ZRem {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["zrem"], one(&self.key), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -469,6 +477,14 @@ pub fn rank_span(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 impl Replicated for ZRemRange {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["zremrangebyrank", "zremrangebyscore", "zremrangebylex"],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -645,6 +661,10 @@ impl ZPop {
 }
 
 impl Replicated for ZPop {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["zpopmin", "zpopmax", "zmpop"], many(&self.keys), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -842,6 +862,24 @@ fn scan(z: &ZSet, cursor: u64, opts: &[Bytes]) -> Reply {
 }
 
 impl Replicated for ZRead {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &[
+                "zcard",
+                "zscore",
+                "zmscore",
+                "zrank",
+                "zrevrank",
+                "zcount",
+                "zlexcount",
+                "zrandmember",
+                "zscan",
+            ],
+            one(&self.key),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{Replicated, Spec, NO_KEYS};
+use crate::cmd::registry::{many, none, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::zset::{pair, parse_float, store};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -320,6 +320,14 @@ impl OpSpec {
 pub struct ZSetOp(pub OpSpec);
 
 impl Replicated for ZSetOp {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["zinter", "zunion", "zdiff", "zintercard"],
+            many(&self.0.keys),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         true
     }
@@ -351,6 +359,16 @@ pub struct ZSetOpStore {
 }
 
 impl Replicated for ZSetOpStore {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((
+            &["zinterstore", "zunionstore", "zdiffstore"],
+            std::iter::once(self.dst.as_ref())
+                .chain(many(&self.spec.keys))
+                .collect(),
+            none(),
+        ))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
