@@ -175,7 +175,14 @@ pub mod flags {
     /// A connection command.
     pub const CONN: &[&str] = &["fast", "loading", "stale"];
     /// A connection command allowed before authentication.
-    pub const CONN_NO_AUTH: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
+    pub const CONN_NO_AUTH: &[&str] = &[
+        "noscript",
+        "loading",
+        "stale",
+        "fast",
+        "no_auth",
+        "allow_busy",
+    ];
     /// A blocking pop.
     pub const BLOCKING: &[&str] = &["write", "noscript", "blocking"];
     /// A subscription change.
@@ -183,7 +190,22 @@ pub mod flags {
     /// A transaction command.
     pub const TXN: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
     /// A script invocation.
-    pub const SCRIPTING: &[&str] = &["noscript", "skip_monitor", "stale"];
+    pub const SCRIPTING: &[&str] = &[
+        "noscript",
+        "skip_monitor",
+        "no_mandatory_keys",
+        "stale",
+        "movablekeys",
+    ];
+    /// A read-only script invocation.
+    pub const SCRIPTING_RO: &[&str] = &[
+        "readonly",
+        "noscript",
+        "skip_monitor",
+        "no_mandatory_keys",
+        "stale",
+        "movablekeys",
+    ];
 }
 
 /// What a forwarded command touches: the command names it may have come from (`cmd|sub` for

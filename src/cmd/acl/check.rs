@@ -98,7 +98,11 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "sorted-set" => add("sortedset"),
         "geo" => add("geo"),
         "generic" => add("keyspace"),
-        "server" if matches!(spec.name, "flushall" | "flushdb") => add("keyspace"),
+        "server" if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "dbsize") => {
+            add("keyspace")
+        }
+        // COMMAND: group server, category @connection in Redis.
+        "server" if spec.name == "command" => add("connection"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
         "scripting" => add("scripting"),
@@ -109,7 +113,8 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
     if flag("write") {
         add("write");
     }
-    if flag("readonly") {
+    // Redis leaves scripts (EVAL_RO) out of @read.
+    if flag("readonly") && spec.group != "scripting" {
         add("read");
     }
     if flag("pubsub") {
@@ -136,7 +141,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
 /// The admin commands (or subcommands) Redis puts in `@admin` and `@dangerous`.
 fn dangerous(name: &str, sub: Option<&str>) -> bool {
     match name {
-        "config" | "shutdown" | "slowlog" | "latency" | "role" => true,
+        "config" | "shutdown" | "slowlog" | "latency" | "role" | "lastsave" => true,
         "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
         // As Redis 7: the subcommands that act on other clients or the server are @dangerous.
         "client" => matches!(

@@ -39,7 +39,13 @@ fn info(spec: &Spec) -> Reply {
         Reply::Int(spec.first_key as i64),
         Reply::Int(spec.last_key as i64),
         Reply::Int(spec.step as i64),
-        Reply::Set(vec![]),
+        // ACL categories, as the permission check files the command.
+        Reply::Set(
+            crate::cmd::acl::check::categories(spec, None)
+                .into_iter()
+                .map(|c| Reply::Simple(format!("@{c}")))
+                .collect(),
+        ),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
@@ -82,8 +88,8 @@ fn getkeys(argv: &[Bytes]) -> Result<Reply, Reply> {
     let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
     let spec = lookup(&name).ok_or_else(|| Reply::err("ERR Invalid command specified"))?;
     // EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: keys after `numkeys`, which may be 0.
-    let numkeys_optional = name.starts_with("eval");
-    let movable = spec.flags.contains(&"movablekeys") || numkeys_optional;
+    let numkeys_optional = spec.flags.contains(&"no_mandatory_keys");
+    let movable = spec.flags.contains(&"movablekeys");
     let channels = matches!(name.as_str(), "spublish" | "ssubscribe" | "sunsubscribe");
     if (spec.first_key <= 0 && !movable) || channels {
         return Err(Reply::err("ERR The command has no key arguments"));

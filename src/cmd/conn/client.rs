@@ -11,7 +11,7 @@ use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &["sentinel"], NO_KEYS, parse)
+pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &[], NO_KEYS, parse)
     .docs(
         "Subcommands that inspect or name the current connection",
         "2.4.0",

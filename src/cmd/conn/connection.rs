@@ -13,7 +13,7 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("ping", -1, CONN, NO_KEYS, parse_ping).docs(
+    Spec::new("ping", -1, &["fast"], NO_KEYS, parse_ping).docs(
         "Check that the server answers, optionally echoing a message",
         "1.0.0",
         "connection",

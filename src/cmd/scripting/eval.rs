@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::flags::SCRIPTING;
+use crate::cmd::registry::flags::{SCRIPTING, SCRIPTING_RO};
 use crate::cmd::registry::{many, none, Own, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
@@ -31,10 +31,10 @@ pub static COMMANDS: &[Spec] = &[
             "scripting",
         )
         .own(&[Own::MayReplicate]),
-    Spec::new("eval_ro", -3, SCRIPTING, NO_KEYS, parse)
+    Spec::new("eval_ro", -3, SCRIPTING_RO, NO_KEYS, parse)
         .docs("Run a Lua script that may only read", "7.0.0", "scripting")
         .own(&[Own::MayReplicate]),
-    Spec::new("evalsha_ro", -3, SCRIPTING, NO_KEYS, parse)
+    Spec::new("evalsha_ro", -3, SCRIPTING_RO, NO_KEYS, parse)
         .docs(
             "Run a cached read-only Lua script given its SHA1 digest",
             "7.0.0",

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::algo::float::string2d as parse_float;
 use crate::algo::float::strtod;
 use crate::algo::rng::SplitMix64;
-use crate::cmd::registry::flags::{READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
+use crate::cmd::registry::flags::{READ, READ_FAST, WRITE_FAST, WRITE_GROW_FAST};
 use crate::cmd::registry::{many, none, one, Replicated, Spec, Touches, NO_KEYS, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -31,8 +31,6 @@ const G: &str = "sorted-set";
 pub const WRITE_SLOW: &[&str] = &["write"];
 /// A write whose keys come from `numkeys`.
 pub const WRITE_MOVABLE: &[&str] = &["write", "movablekeys"];
-/// A read with random or cursor-dependent output.
-pub const READ_NONDET: &[&str] = &["readonly", "nondeterministic_output"];
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
@@ -116,12 +114,12 @@ pub static COMMANDS: &[Spec] = &[
         "7.0.0",
         G,
     ),
-    Spec::new("zrandmember", -2, READ_NONDET, ONE_KEY, parse_read).docs(
+    Spec::new("zrandmember", -2, READ, ONE_KEY, parse_read).docs(
         "Return random members of a sorted set",
         "6.2.0",
         G,
     ),
-    Spec::new("zscan", -3, READ_NONDET, ONE_KEY, parse_read).docs(
+    Spec::new("zscan", -3, READ, ONE_KEY, parse_read).docs(
         "Iterate over the members and scores of a sorted set",
         "2.8.0",
         G,
