@@ -1,7 +1,7 @@
 //! Key reads: `RANDOMKEY`, `TOUCH key [key ...]`, `EXPIRETIME key` and `PEXPIRETIME key`.
 //!
 //! RANDOMKEY draws from a small PRNG seeded with the keyspace's revision (salted for a
-//! client's own read, src/cmd/draw.rs), so that every
+//! client's own read, src/cmd/keyspace/draw.rs), so that every
 //! replica would pick the same key for the same state (a script calling it stays
 //! deterministic). TOUCH only counts: Palisade tracks no access times (OBJECT IDLETIME is
 //! always 0). EXPIRETIME and PEXPIRETIME turn the key's deadline, kept in cluster time,
