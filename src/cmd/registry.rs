@@ -420,6 +420,82 @@ mod tests {
     use super::*;
     use crate::cmd::Command;
 
+    /// Whether a command is a read is declared three times: its row's flags (`readonly`,
+    /// `write`: COMMAND INFO and ACL categories), its parser (`Request::Read` or `Write`:
+    /// the path it takes) and its log type (`Replicated::is_read`: EXEC's read-only check).
+    /// They agree for every command line below that parses (a few argument shapes per
+    /// command, enough for most rows), but for the commands whose path depends on their
+    /// arguments: SORT and GEORADIUSBYMEMBER without STORE, and a BITFIELD of GETs,
+    /// are reads, though Redis flags them `write`.
+    #[test]
+    fn read_and_write_agree() {
+        const BY_ARGUMENTS: &[&str] = &["sort", "bitfield", "georadiusbymember"];
+        let shapes: &[&[&str]] = &[
+            &[],
+            &["k"],
+            &["k", "v"],
+            &["k", "1"],
+            &["k", "0", "1"],
+            &["k", "a", "b"],
+            &["1", "k"],
+            &["k", "1", "v"],
+            &["k", "f", "v"],
+            &["k", "0", "-1"],
+            &["k", "a", "1", "b"],
+            &["k", "owner", "PX", "1000"],
+        ];
+        let mut checked = 0;
+        let mut bad = Vec::new();
+        let mut used = BTreeSet::new();
+        for spec in table() {
+            for shape in shapes {
+                let argv: Vec<Bytes> = std::iter::once(spec.name)
+                    .chain(shape.iter().copied())
+                    .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                    .collect();
+                let (path_read, c) = match super::super::parse(argv) {
+                    Ok(Request::Read(c)) => (true, c),
+                    Ok(Request::Write(c)) => (false, c),
+                    _ => continue,
+                };
+                checked += 1;
+                if path_read != c.is_read() {
+                    bad.push(format!(
+                        "{} {shape:?}: parsed as read {path_read}, is_read {}",
+                        spec.name,
+                        c.is_read()
+                    ));
+                }
+                let flagged_read = spec.flags.contains(&"readonly");
+                let flagged_write = spec.flags.contains(&"write");
+                let by_args = BY_ARGUMENTS.contains(&spec.name);
+                let disagree = path_read && flagged_write || !path_read && flagged_read;
+                if disagree && by_args {
+                    used.insert(spec.name);
+                }
+                if disagree && !by_args {
+                    bad.push(format!(
+                        "{} {shape:?}: parsed as read {path_read}, flags {:?}",
+                        spec.name, spec.flags
+                    ));
+                }
+            }
+        }
+        for name in BY_ARGUMENTS {
+            if !used.contains(name) {
+                bad.push(format!(
+                    "{name}: listed as read or write by its arguments, but agrees"
+                ));
+            }
+        }
+        assert!(checked >= 200, "only {checked} command lines parsed");
+        assert!(
+            bad.is_empty(),
+            "read and write disagree:\n{}",
+            bad.join("\n")
+        );
+    }
+
     #[test]
     fn tags_and_names_are_unique() {
         let tags: BTreeSet<u32> = Command::TAGS.iter().map(|t| t.0).collect();
