@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::eval::{self, CostModel, Eval, EvalRo};
 use super::registry::{lookup, wrong_arity, Replicated, Spec, NO_KEYS};
 use super::{Command, ConnCmd, Ctx, Request};
+use crate::cmd::registry::{many, none, Touches};
 use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 use crate::state::acl::{hash_password, Denied, RuleError, User};
@@ -25,11 +26,16 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] =
     &[
-        Spec::new("acl", -2, &["noscript", "loading", "stale"], NO_KEYS, parse).docs(
-            "Subcommands that manage and inspect ACL users",
-            "6.0.0",
-            "server",
-        ),
+        Spec::new("acl", -2, &["noscript", "loading", "stale"], NO_KEYS, parse)
+            .docs(
+                "Subcommands that manage and inspect ACL users",
+                "6.0.0",
+                "server",
+            )
+            .subcommands(&[
+                "cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log",
+                "save", "setuser", "users", "whoami",
+            ]),
     ];
 
 /// The error for an unauthenticated command.
@@ -233,6 +239,10 @@ pub fn rule_error(rule: &[u8], e: RuleError) -> Reply {
 }
 
 impl Replicated for AclSetUser {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["acl|setuser"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -249,6 +259,10 @@ impl Replicated for AclSetUser {
 }
 
 impl Replicated for AclDelUser {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["acl|deluser"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -266,6 +280,10 @@ impl Replicated for AclDelUser {
 }
 
 impl Replicated for AclLoad {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        Some((&["acl|load"], none(), none()))
+    }
+
     fn is_read(&self) -> bool {
         false
     }
@@ -324,6 +342,14 @@ impl EvalAs {
 }
 
 impl Replicated for EvalAs {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        if self.read_only {
+            Some((&["eval_ro", "evalsha_ro"], many(&self.eval.keys), none()))
+        } else {
+            Some((&["eval", "evalsha"], many(&self.eval.keys), none()))
+        }
+    }
+
     fn is_read(&self) -> bool {
         self.read_only
     }
@@ -338,6 +364,14 @@ impl Replicated for EvalAs {
 }
 
 impl Replicated for EvalMetered {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        if self.0.read_only {
+            Some((&["eval_ro", "evalsha_ro"], many(&self.0.eval.keys), none()))
+        } else {
+            Some((&["eval", "evalsha"], many(&self.0.eval.keys), none()))
+        }
+    }
+
     fn is_read(&self) -> bool {
         self.0.read_only
     }
@@ -352,6 +386,14 @@ impl Replicated for EvalMetered {
 }
 
 impl Replicated for EvalBounded {
+    fn forwarded(&self) -> Option<Touches<'_>> {
+        if self.0.read_only {
+            Some((&["eval_ro", "evalsha_ro"], many(&self.0.eval.keys), none()))
+        } else {
+            Some((&["eval", "evalsha"], many(&self.0.eval.keys), none()))
+        }
+    }
+
     fn is_read(&self) -> bool {
         self.0.read_only
     }

@@ -7,91 +7,59 @@
 //!
 //! Each command file declares its table rows (`COMMANDS`) and implements [`Replicated`] for
 //! what it stores in the log; the `commands!` list below joins the files and gives every
-//! stored type a stable tag ([`registry`]). Adding a command: write its file (see `get.rs`),
-//! add its `mod` line and its line in the list, with the next unused tag
-//! (docs/architecture.md, "Adding a command").
+//! stored type a stable tag ([`registry`]). The files sit in one folder per family
+//! (`string/`, `lists/`, `locks/`, `admin/`, ...); each file is re-exported here, so its path
+//! stays `crate::cmd::<file>`. Adding a command: write its file in its family's folder (see
+//! `string/get.rs`), add its `mod` line to the family's `mod.rs`, its name to the family's
+//! `pub use` line below, and its line in the list, with the next unused tag
+//! (docs/adding-a-command.md).
 
 pub mod acl;
-pub mod bitfield;
-pub mod bitops;
-pub mod blpop;
-pub mod bzpop;
-pub mod client;
-pub mod cluster;
-pub mod command;
-pub mod cond;
-pub mod config;
-pub mod connection;
-pub mod debug;
-pub mod del;
-pub mod draw;
-pub mod eval;
-pub mod evict;
-pub mod exists;
-pub mod expire;
-pub mod expiry;
-pub mod fencecheck;
-pub mod fencedget;
-pub mod fencedset;
-pub mod flush;
-pub mod geo;
-pub mod geosearch;
-pub mod get;
-pub mod getex;
-pub mod hash;
-pub mod hash_ext;
-pub mod incr;
-pub mod info;
-pub mod keyinfo;
-pub mod keys;
-pub mod latency;
-pub mod lcs;
-pub mod ledit;
-pub mod list;
-pub mod lmove;
-pub mod lock;
-pub mod lockinfo;
-pub mod locknotify;
-pub mod lockwait;
-pub mod lolwut;
-pub mod memory;
-pub mod mget;
-pub mod mlock;
-pub mod monitor;
-pub mod multi;
-pub mod object;
-pub mod popwait;
-pub mod publish;
-pub mod pubsub;
-pub mod raft;
+pub mod admin;
+pub mod bitmaps;
+pub mod conn;
+pub mod geospatial;
+pub mod hashes;
+pub mod keyspace;
+pub mod lists;
+pub mod locks;
+pub mod messaging;
 pub mod registry;
-pub mod rename;
-pub mod renew;
-pub mod rlock;
-pub mod role;
-pub mod save;
-pub mod script;
-pub mod set;
-pub mod sets;
-pub mod shutdown;
-pub mod slowlog;
-pub mod sort;
-pub mod spublish;
-pub mod strings;
-pub mod subscribe;
-pub mod swapdb;
-pub mod time;
-pub mod ttl;
-pub mod type_;
-pub mod unlock;
-pub mod wait;
-pub mod zrange;
-pub mod zset;
-pub mod zsetop;
+pub mod replication;
+pub mod scripting;
+pub mod set_type;
+pub mod string;
+pub mod txn;
+pub mod zsets;
+
+// Every command file stays reachable as `crate::cmd::<file>`, whatever its family folder.
+pub use admin::{
+    command, config, debug, info, latency, lolwut, memory, monitor, save, shutdown, slowlog, time,
+};
+pub use bitmaps::{bitfield, bitops};
+pub use conn::{client, connection};
+pub use geospatial::{geo, geosearch};
+pub use hashes::{hash, hash_ext};
+pub use keyspace::{
+    del, draw, exists, expire, expiry, flush, keyinfo, keys, object, rename, sort, swapdb, ttl,
+    type_,
+};
+pub use lists::{blpop, ledit, list, lmove, popwait};
+pub use locks::{
+    evict, fencecheck, fencedget, fencedset, lock, lockinfo, locknotify, lockwait, mlock, renew,
+    rlock, unlock,
+};
+pub use messaging::{publish, pubsub, spublish, subscribe};
+pub use replication::{cluster, raft, role, wait};
+pub use scripting::{eval, script};
+pub use set_type::sets;
+pub use string::{cond, get, getex, incr, lcs, mget, set, strings};
+pub use txn::multi;
+pub use zsets::{bzpop, zrange, zset, zsetop};
 
 pub use connection::ConnCmd;
 pub use expiry::Expiry;
-pub use registry::{lookup, parse, resolve, unknown_command, wrong_arity, Replicated, Spec};
+pub use registry::{lookup, parse, resolve, unknown_command, wrong_arity, Own, Replicated, Spec};
 
 use crate::resp::Reply;
 use crate::state::{self, Keyspace};
@@ -238,6 +206,12 @@ impl Command {
     /// True for commands answered by [`Command::query`] (they never change state).
     pub fn is_read(&self) -> bool {
         self.behaviour().is_read()
+    }
+
+    /// What the leader checks this command against when a follower forwards it
+    /// ([`Replicated::forwarded`]).
+    pub fn forwarded(&self) -> Option<registry::Touches<'_>> {
+        self.behaviour().forwarded()
     }
 
     /// Replaces absolute Unix times (EXAT, PXAT, EXPIREAT, PEXPIREAT) with relative TTLs.

@@ -48,6 +48,33 @@ pub struct Spec {
     pub since: &'static str,
     /// COMMAND DOCS `group`: Redis's group name, or [`PALISADE_GROUP`] for Palisade's own.
     pub group: &'static str,
+    /// A container's subcommands, lower-case (`CONFIG GET`): what ACL rules such as
+    /// `+config|get` may name, and what `COMMAND INFO` and commandstats report per
+    /// subcommand. Empty for other commands.
+    pub subcommands: &'static [&'static str],
+    /// Palisade's own facts about the command, which Redis's flags do not say (COMMAND does
+    /// not report them).
+    pub own: &'static [Own],
+}
+
+/// A fact about a command that Redis's flags do not carry, declared on its row with
+/// [`Spec::own`] and read by the server and the script bridge (instead of name lists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Own {
+    /// Refused while a transaction is queueing (which dooms it), though Redis allows it:
+    /// OBJECT and MEMORY read a key outside EXEC's single replicated unit.
+    NotInMulti,
+    /// Neither a read nor a write, but it may replicate (PUBLISH, EVAL): refused to a
+    /// monitoring client, as Redis refuses a replica's `may_replicate` commands.
+    MayReplicate,
+    /// The reply depends on this node's wall clock: refused from scripts, whose replies must
+    /// be the same on every replica.
+    NodeClock,
+    /// Walks the whole keyspace without naming keys (KEYS, FLUSHALL): a script is charged
+    /// for every stored key.
+    WalksKeyspace,
+    /// Keeps its raw arguments, to forward them to the leader (RAFT.*, WAIT).
+    ForwardsArgv,
 }
 
 /// The `since` of Palisade's own commands: the release that introduced them.
@@ -83,6 +110,8 @@ impl Spec {
             summary: "",
             since: "",
             group: "",
+            subcommands: &[],
+            own: &[],
         }
     }
 
@@ -100,6 +129,24 @@ impl Spec {
             group,
             ..self
         }
+    }
+
+    /// The row of a container command, with its subcommands (lower-case).
+    pub const fn subcommands(self, subcommands: &'static [&'static str]) -> Spec {
+        Spec {
+            subcommands,
+            ..self
+        }
+    }
+
+    /// The row with Palisade's own facts about the command ([`Own`]).
+    pub const fn own(self, own: &'static [Own]) -> Spec {
+        Spec { own, ..self }
+    }
+
+    /// True if the row declares `fact` ([`Spec::own`]).
+    pub fn has(&self, fact: Own) -> bool {
+        self.own.contains(&fact)
     }
 
     /// The row with its COMMAND DOCS fields, for one of Palisade's own commands.
@@ -128,7 +175,14 @@ pub mod flags {
     /// A connection command.
     pub const CONN: &[&str] = &["fast", "loading", "stale"];
     /// A connection command allowed before authentication.
-    pub const CONN_NO_AUTH: &[&str] = &["noscript", "loading", "stale", "fast", "no_auth"];
+    pub const CONN_NO_AUTH: &[&str] = &[
+        "noscript",
+        "loading",
+        "stale",
+        "fast",
+        "no_auth",
+        "allow_busy",
+    ];
     /// A blocking pop.
     pub const BLOCKING: &[&str] = &["write", "noscript", "blocking"];
     /// A subscription change.
@@ -136,7 +190,41 @@ pub mod flags {
     /// A transaction command.
     pub const TXN: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
     /// A script invocation.
-    pub const SCRIPTING: &[&str] = &["noscript", "skip_monitor", "stale"];
+    pub const SCRIPTING: &[&str] = &[
+        "noscript",
+        "skip_monitor",
+        "no_mandatory_keys",
+        "stale",
+        "movablekeys",
+    ];
+    /// A read-only script invocation.
+    pub const SCRIPTING_RO: &[&str] = &[
+        "readonly",
+        "noscript",
+        "skip_monitor",
+        "no_mandatory_keys",
+        "stale",
+        "movablekeys",
+    ];
+}
+
+/// What a forwarded command touches: the command names it may have come from (`cmd|sub` for
+/// a container's subcommand), its keys, and its channels ([`Replicated::forwarded`]).
+pub type Touches<'a> = (&'static [&'static str], Vec<&'a [u8]>, Vec<&'a [u8]>);
+
+/// One key, for [`Touches`].
+pub fn one(k: &Bytes) -> Vec<&[u8]> {
+    vec![k.as_ref()]
+}
+
+/// Several keys, for [`Touches`].
+pub fn many(ks: &[Bytes]) -> Vec<&[u8]> {
+    ks.iter().map(|k| k.as_ref()).collect()
+}
+
+/// No keys or no channels, for [`Touches`].
+pub fn none<'a>() -> Vec<&'a [u8]> {
+    Vec::new()
 }
 
 /// What a type carried in the log does. Every type inside a [`super::Command`] variant
@@ -145,6 +233,12 @@ pub trait Replicated {
     /// True if the command never changes state: it is answered by [`Replicated::query`] on
     /// the read path instead of going through the log.
     fn is_read(&self) -> bool;
+
+    /// The command names this may have come from, its keys and its channels: what the
+    /// leader checks a command forwarded by a follower against (`cmd/acl/forwarded.rs`).
+    /// `None` for the node's own entries (expiry, ticks, queue purges), which no client can
+    /// send. Required: a new log type that forgets it does not compile.
+    fn forwarded(&self) -> Option<Touches<'_>>;
 
     /// Applies the command as the next write, at `ctx`. A read reaching here (it should
     /// not) is answered at the entry's time.
@@ -325,6 +419,82 @@ mod tests {
 
     use super::*;
     use crate::cmd::Command;
+
+    /// Whether a command is a read is declared three times: its row's flags (`readonly`,
+    /// `write`: COMMAND INFO and ACL categories), its parser (`Request::Read` or `Write`:
+    /// the path it takes) and its log type (`Replicated::is_read`: EXEC's read-only check).
+    /// They agree for every command line below that parses (a few argument shapes per
+    /// command, enough for most rows), but for the commands whose path depends on their
+    /// arguments: SORT and GEORADIUSBYMEMBER without STORE, and a BITFIELD of GETs,
+    /// are reads, though Redis flags them `write`.
+    #[test]
+    fn read_and_write_agree() {
+        const BY_ARGUMENTS: &[&str] = &["sort", "bitfield", "georadiusbymember"];
+        let shapes: &[&[&str]] = &[
+            &[],
+            &["k"],
+            &["k", "v"],
+            &["k", "1"],
+            &["k", "0", "1"],
+            &["k", "a", "b"],
+            &["1", "k"],
+            &["k", "1", "v"],
+            &["k", "f", "v"],
+            &["k", "0", "-1"],
+            &["k", "a", "1", "b"],
+            &["k", "owner", "PX", "1000"],
+        ];
+        let mut checked = 0;
+        let mut bad = Vec::new();
+        let mut used = BTreeSet::new();
+        for spec in table() {
+            for shape in shapes {
+                let argv: Vec<Bytes> = std::iter::once(spec.name)
+                    .chain(shape.iter().copied())
+                    .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                    .collect();
+                let (path_read, c) = match super::super::parse(argv) {
+                    Ok(Request::Read(c)) => (true, c),
+                    Ok(Request::Write(c)) => (false, c),
+                    _ => continue,
+                };
+                checked += 1;
+                if path_read != c.is_read() {
+                    bad.push(format!(
+                        "{} {shape:?}: parsed as read {path_read}, is_read {}",
+                        spec.name,
+                        c.is_read()
+                    ));
+                }
+                let flagged_read = spec.flags.contains(&"readonly");
+                let flagged_write = spec.flags.contains(&"write");
+                let by_args = BY_ARGUMENTS.contains(&spec.name);
+                let disagree = path_read && flagged_write || !path_read && flagged_read;
+                if disagree && by_args {
+                    used.insert(spec.name);
+                }
+                if disagree && !by_args {
+                    bad.push(format!(
+                        "{} {shape:?}: parsed as read {path_read}, flags {:?}",
+                        spec.name, spec.flags
+                    ));
+                }
+            }
+        }
+        for name in BY_ARGUMENTS {
+            if !used.contains(name) {
+                bad.push(format!(
+                    "{name}: listed as read or write by its arguments, but agrees"
+                ));
+            }
+        }
+        assert!(checked >= 200, "only {checked} command lines parsed");
+        assert!(
+            bad.is_empty(),
+            "read and write disagree:\n{}",
+            bad.join("\n")
+        );
+    }
 
     #[test]
     fn tags_and_names_are_unique() {

@@ -31,9 +31,6 @@ impl Access<'_> {
     }
 }
 
-/// Commands whose reply depends on the node's wall clock, refused from scripts.
-const NODE_CLOCK: &[&str] = &["expiretime", "pexpiretime"];
-
 fn err(text: &str) -> Reply {
     Reply::err(format!("ERR {text}"))
 }
@@ -75,7 +72,7 @@ pub fn execute(
     }
     // EXPIRETIME and PEXPIRETIME answer in Unix time, which only the serving node's wall
     // clock knows (the log carries cluster time): inside apply, replicas would disagree.
-    if spec.flags.contains(&"noscript") || NODE_CLOCK.contains(&spec.name) {
+    if spec.flags.contains(&"noscript") || spec.has(cmd::Own::NodeClock) {
         return not_allowed();
     }
     // With the caller's permissions, decided from the replicated users: the same on every
@@ -185,7 +182,7 @@ pub fn cost_before(model: CostModel, ks: &Keyspace, argv: &[Bytes], now: u64) ->
 fn keyspace_walk(spec: &Spec, ks: &Keyspace, argv: &[Bytes]) -> u64 {
     let stored = ks.stored_len() as u64;
     match spec.name {
-        "keys" | "flushall" | "flushdb" => stored,
+        _ if spec.has(cmd::Own::WalksKeyspace) => stored,
         "scan" => {
             let count = argv
                 .windows(2)

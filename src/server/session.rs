@@ -114,10 +114,9 @@ fn unix_now() -> Duration {
 }
 
 /// Commands refused while queueing, which dooms the transaction as in Redis: those flagged
-/// `no_multi` (SHUTDOWN), and OBJECT and MEMORY, whose reads of a key EXEC's single
-/// replicated unit cannot hold.
+/// `no_multi` (SHUTDOWN), and those declaring [`cmd::Own::NotInMulti`] (OBJECT, MEMORY).
 fn refused_inside_multi(spec: &cmd::Spec) -> bool {
-    spec.flags.contains(&"no_multi") || matches!(spec.name, "object" | "memory")
+    spec.flags.contains(&"no_multi") || spec.has(cmd::Own::NotInMulti)
 }
 
 /// Commands a monitoring client may not run (Redis: a replica's read, write or
@@ -126,10 +125,7 @@ fn touches_keyspace(spec: &cmd::Spec) -> bool {
     spec.flags
         .iter()
         .any(|f| matches!(*f, "write" | "readonly"))
-        || matches!(
-            spec.name,
-            "publish" | "spublish" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro"
-        )
+        || spec.has(cmd::Own::MayReplicate)
 }
 
 fn reply_is_wrongtype(r: &Reply) -> bool {
@@ -412,7 +408,7 @@ impl Session {
         }
         // Admin commands keep their raw arguments, to forward them to the leader.
         let raw = match &resolved {
-            Ok(spec) if spec.name.starts_with("raft.") || spec.name == "wait" => Some(argv.clone()),
+            Ok(spec) if spec.has(cmd::Own::ForwardsArgv) => Some(argv.clone()),
             _ => None,
         };
         let timed = self.timed(&argv);

@@ -5,7 +5,7 @@
 //! SCAN) are comparable. Every mismatch of a sequence is collected and reported together.
 //! Replies that depend on elapsed milliseconds (PTTL) are compared as ranges instead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 use std::thread;
 use std::time::Duration;
@@ -915,6 +915,191 @@ fn command_docs_names_match_redis() {
             .collect();
         assert_eq!(got, want, "{line}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// COMMAND INFO
+// ---------------------------------------------------------------------------------------
+
+/// What COMMAND INFO says of one command: arity, flags, first/last/step key positions, ACL
+/// categories, subcommand names (without the `container|` prefix).
+#[derive(Debug, Default, PartialEq)]
+struct CommandFacts {
+    arity: i64,
+    flags: BTreeSet<String>,
+    keys: (i64, i64, i64),
+    categories: BTreeSet<String>,
+    subcommands: BTreeSet<String>,
+}
+
+/// The rows of a COMMAND INFO reply (RESP2), by name; unknown names are left out.
+fn command_info(reply: &[u8]) -> BTreeMap<String, CommandFacts> {
+    use redis_protocol::resp2::types::OwnedFrame as F;
+    let text = |f: &F| match f {
+        F::BulkString(b) | F::SimpleString(b) => String::from_utf8(b.clone()).expect("UTF-8"),
+        other => panic!("COMMAND INFO text {other:?}"),
+    };
+    let int = |f: &F| match f {
+        F::Integer(i) => *i,
+        other => panic!("COMMAND INFO integer {other:?}"),
+    };
+    let texts = |f: &F| match f {
+        F::Array(items) => items.iter().map(text).collect::<BTreeSet<_>>(),
+        other => panic!("COMMAND INFO array {other:?}"),
+    };
+    let F::Array(rows) = decode2(reply) else {
+        panic!("COMMAND INFO is not an array: {}", show(reply));
+    };
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let F::Array(f) = row else { continue };
+        let subcommands = match &f[9] {
+            F::Array(subs) => subs
+                .iter()
+                .map(|s| match s {
+                    F::Array(sf) => text(&sf[0]).split('|').nth(1).unwrap_or("").to_string(),
+                    other => panic!("COMMAND INFO subcommand {other:?}"),
+                })
+                .collect(),
+            other => panic!("COMMAND INFO subcommands {other:?}"),
+        };
+        let facts = CommandFacts {
+            arity: int(&f[1]),
+            flags: texts(&f[2]),
+            keys: (int(&f[3]), int(&f[4]), int(&f[5])),
+            categories: texts(&f[6]),
+            subcommands,
+        };
+        out.insert(text(&f[0]), facts);
+    }
+    out
+}
+
+/// Why a container's flags differ: Redis gives a container no flags and each subcommand its
+/// own; Palisade has no per-subcommand rows, so the container carries the flags the server
+/// reads for all its subcommands: refused inside scripts (`noscript`: ACL, PUBSUB, SCRIPT),
+/// allowed on a subscribed RESP2 connection (`pubsub`).
+const CONTAINER_FLAGS: &str = "the subcommands' flags on the container";
+/// Why a container's categories differ: Redis gives a container only `@slow` and files each
+/// subcommand under its own; Palisade files the container under what its subcommands need
+/// (CONFIG, SLOWLOG, LATENCY: `@admin @dangerous`), so `ACL CAT admin` names it and
+/// `-@dangerous` refuses all of it.
+const CONTAINER_CATEGORIES: &str = "the subcommands' categories on the container";
+
+/// Where Palisade's table differs from redis-server 7.0's on purpose: (command, field, why).
+/// Every other difference fails the test, and so does an entry that no longer differs.
+const COMMAND_INFO_DIFFERENCES: &[(&str, &str, &str)] = &[
+    ("acl", "flags", CONTAINER_FLAGS),
+    ("pubsub", "flags", CONTAINER_FLAGS),
+    ("script", "flags", CONTAINER_FLAGS),
+    ("acl", "categories", CONTAINER_CATEGORIES),
+    ("client", "categories", CONTAINER_CATEGORIES),
+    ("config", "categories", CONTAINER_CATEGORIES),
+    ("latency", "categories", CONTAINER_CATEGORIES),
+    ("object", "categories", CONTAINER_CATEGORIES),
+    ("pubsub", "categories", CONTAINER_CATEGORIES),
+    ("script", "categories", CONTAINER_CATEGORIES),
+    ("slowlog", "categories", CONTAINER_CATEGORIES),
+    // Subcommands Palisade does not implement (answered "unknown subcommand"), or has and
+    // Redis 7.0 has not: CLIENT SETINFO is Redis 7.2's, SCRIPT BUDGET Palisade's own.
+    (
+        "client",
+        "subcommands",
+        "no CACHING, TRACKINGINFO; SETINFO is 7.2's",
+    ),
+    ("command", "subcommands", "no GETKEYSANDFLAGS"),
+    (
+        "latency",
+        "subcommands",
+        "no GRAPH, HISTORY (monitoring is off)",
+    ),
+    ("memory", "subcommands", "no DOCTOR, MALLOC-STATS, STATS"),
+    (
+        "script",
+        "subcommands",
+        "no DEBUG, KILL; BUDGET is Palisade's own",
+    ),
+    ("cluster", "subcommands", "the read-only topology ones only"),
+];
+
+/// Every command Palisade shares with redis-server has its COMMAND INFO facts: arity, flags,
+/// key positions and ACL categories over the wire, and the subcommand names of its table row
+/// (Palisade's COMMAND INFO lists no subcommand rows), except the explicit differences above.
+#[test]
+fn command_info_matches_redis() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    let names = command_list(&pc.c("COMMAND LIST"));
+    let mut args = vec!["COMMAND".to_string(), "INFO".to_string()];
+    args.extend(names.iter().cloned());
+    let ours = command_info(&pc.cmd(&args));
+    let theirs = command_info(&rc.cmd(&args));
+    let allowed = |name: &str, field: &str| {
+        COMMAND_INFO_DIFFERENCES
+            .iter()
+            .any(|(n, f, _)| *n == name && *f == field)
+    };
+    let mut bad = Vec::new();
+    let mut used = BTreeSet::new();
+    for (name, want) in &theirs {
+        let Some(got) = ours.get(name) else {
+            bad.push(format!("{name}: in COMMAND LIST, but no COMMAND INFO row"));
+            continue;
+        };
+        let spec = palisade::cmd::lookup(name).expect("a listed command has a table row");
+        let got_subs: BTreeSet<String> = spec.subcommands.iter().map(|s| s.to_string()).collect();
+        let fields: [(&str, String, String); 5] = [
+            ("arity", format!("{}", got.arity), format!("{}", want.arity)),
+            (
+                "flags",
+                format!("{:?}", got.flags),
+                format!("{:?}", want.flags),
+            ),
+            (
+                "keys",
+                format!("{:?}", got.keys),
+                format!("{:?}", want.keys),
+            ),
+            (
+                "categories",
+                format!("{:?}", got.categories),
+                format!("{:?}", want.categories),
+            ),
+            (
+                "subcommands",
+                format!("{got_subs:?}"),
+                format!("{:?}", want.subcommands),
+            ),
+        ];
+        for (field, g, w) in fields {
+            if g == w {
+                continue;
+            }
+            if allowed(name, field) {
+                used.insert((name.clone(), field));
+            } else {
+                bad.push(format!("{name}: {field} {g}, redis-server says {w}"));
+            }
+        }
+    }
+    for (n, f, _) in COMMAND_INFO_DIFFERENCES {
+        if !used.contains(&(n.to_string(), *f)) {
+            bad.push(format!(
+                "{n}: {f} is listed as a difference but matches (or is not compared)"
+            ));
+        }
+    }
+    assert!(
+        theirs.len() >= 150,
+        "only {} commands compared with Redis",
+        theirs.len()
+    );
+    assert!(
+        bad.is_empty(),
+        "COMMAND INFO differs from redis-server:\n{}",
+        bad.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------

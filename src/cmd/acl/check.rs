@@ -35,52 +35,6 @@ pub const CATEGORIES: &[&str] = &[
     PALISADE_GROUP,
 ];
 
-/// The subcommands of container commands (`+config|get` names one of these).
-const SUBCOMMANDS: &[(&str, &[&str])] = &[
-    (
-        "acl",
-        &[
-            "cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log",
-            "save", "setuser", "users", "whoami",
-        ],
-    ),
-    (
-        "client",
-        &[
-            "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause",
-            "reply", "setinfo", "setname", "tracking", "unblock", "unpause",
-        ],
-    ),
-    (
-        "command",
-        &["count", "docs", "getkeys", "help", "info", "list"],
-    ),
-    ("config", &["get", "help", "resetstat", "rewrite", "set"]),
-    (
-        "latency",
-        &["doctor", "help", "histogram", "latest", "reset"],
-    ),
-    ("memory", &["help", "purge", "usage"]),
-    (
-        "object",
-        &["encoding", "freq", "help", "idletime", "refcount"],
-    ),
-    (
-        "pubsub",
-        &[
-            "channels",
-            "help",
-            "numpat",
-            "numsub",
-            "shardchannels",
-            "shardnumsub",
-        ],
-    ),
-    // BUDGET is Palisade's own.
-    ("script", &["budget", "exists", "flush", "help", "load"]),
-    ("slowlog", &["get", "help", "len", "reset"]),
-];
-
 /// The command table as the rule parser sees it.
 pub struct TableCatalog;
 
@@ -98,11 +52,11 @@ impl Catalog for TableCatalog {
     }
 }
 
+/// A container's subcommands, from its table row ([`Spec::subcommands`]).
 pub(super) fn subcommands(name: &str) -> Option<&'static [&'static str]> {
-    SUBCOMMANDS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, s)| *s)
+    lookup(name)
+        .map(|s| s.subcommands)
+        .filter(|s| !s.is_empty())
 }
 
 /// False for a container command line whose subcommand does not exist (Redis's
@@ -144,7 +98,11 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
         "sorted-set" => add("sortedset"),
         "geo" => add("geo"),
         "generic" => add("keyspace"),
-        "server" if matches!(spec.name, "flushall" | "flushdb") => add("keyspace"),
+        "server" if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "dbsize") => {
+            add("keyspace")
+        }
+        // COMMAND: group server, category @connection in Redis.
+        "server" if spec.name == "command" => add("connection"),
         "connection" => add("connection"),
         "transactions" => add("transaction"),
         "scripting" => add("scripting"),
@@ -155,7 +113,8 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
     if flag("write") {
         add("write");
     }
-    if flag("readonly") {
+    // Redis leaves scripts (EVAL_RO) out of @read.
+    if flag("readonly") && spec.group != "scripting" {
         add("read");
     }
     if flag("pubsub") {
@@ -182,7 +141,7 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
 /// The admin commands (or subcommands) Redis puts in `@admin` and `@dangerous`.
 fn dangerous(name: &str, sub: Option<&str>) -> bool {
     match name {
-        "config" | "shutdown" | "slowlog" | "latency" | "role" => true,
+        "config" | "shutdown" | "slowlog" | "latency" | "role" | "lastsave" => true,
         "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
         // As Redis 7: the subcommands that act on other clients or the server are @dangerous.
         "client" => matches!(

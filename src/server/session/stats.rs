@@ -26,17 +26,12 @@ const MAX_COMMAND_NAMES: usize = 1024;
 /// Redis's STATS_METRIC_SAMPLES: the instantaneous rates average this many samples.
 const SAMPLES: usize = 16;
 
-/// Commands that Redis counts per subcommand (`cmdstat_client|setname`).
-const CONTAINERS: &[&str] = &[
-    "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
-    "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
-];
-
 /// The name a command is counted under: its table name, with `|subcommand` for a container
 /// command given one (`client|setname`), as Redis names them.
 pub fn stat_name(spec_name: &str, argv: &[Bytes]) -> String {
     match argv.get(1) {
-        Some(sub) if CONTAINERS.contains(&spec_name) => {
+        // A container (its table row lists subcommands) is counted per subcommand.
+        Some(sub) if crate::cmd::lookup(spec_name).is_some_and(|s| !s.subcommands.is_empty()) => {
             format!(
                 "{spec_name}|{}",
                 String::from_utf8_lossy(sub).to_lowercase()

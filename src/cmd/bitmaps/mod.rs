@@ -1,0 +1,4 @@
+//! Bitmap commands (SETBIT, BITCOUNT, BITOP, BITFIELD, ...).
+
+pub mod bitfield;
+pub mod bitops;

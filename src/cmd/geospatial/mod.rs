@@ -1,0 +1,4 @@
+//! Geo commands (GEOADD, GEOPOS, GEOSEARCH, ...).
+
+pub mod geo;
+pub mod geosearch;

@@ -1,0 +1,4 @@
+//! Scripting (EVAL, EVALSHA, SCRIPT).
+
+pub mod eval;
+pub mod script;

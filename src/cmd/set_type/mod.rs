@@ -1,0 +1,3 @@
+//! Set commands (SADD, SPOP, SINTER, SMOVE, ...).
+
+pub mod sets;

@@ -1,0 +1,3 @@
+//! Transactions (MULTI, EXEC, WATCH, ...).
+
+pub mod multi;
