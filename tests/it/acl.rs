@@ -92,6 +92,10 @@ fn management_steps() -> Vec<Step> {
         same("ACL SETUSER frank on nopass ~* +@all -client|kill"),
         same("ACL DRYRUN frank client kill id 1"),
         same("ACL DRYRUN frank client id"),
+        // Every container's subcommands can be named in a rule (SCRIPT KILL was once missing).
+        same("ACL SETUSER grace on nopass ~* -@all +script|kill +script|load +cluster|info"),
+        same("ACL DRYRUN grace script kill"),
+        same("ACL DRYRUN grace script flush"),
         // Refused rules change nothing.
         same("ACL SETUSER alice off foo"),
         same("ACL SETUSER alice +nosuch"),

@@ -1017,7 +1017,7 @@ const COMMAND_INFO_DIFFERENCES: &[(&str, &str, &str)] = &[
     (
         "script",
         "subcommands",
-        "no DEBUG, KILL; BUDGET is Palisade's own",
+        "no DEBUG; BUDGET is Palisade's own",
     ),
     ("cluster", "subcommands", "the read-only topology ones only"),
 ];

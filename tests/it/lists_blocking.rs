@@ -1,6 +1,6 @@
 //! Blocking list pops beyond BLPOP (BLMOVE, BRPOPLPUSH, BLMPOP) and the order blocked
 //! clients are served in: first come, first served across the cluster (the replicated wait
-//! queue, `src/cmd/popwait.rs`), on a single node, on a follower, and among the clients of
+//! queue, `src/cmd/lists/popwait.rs`), on a single node, on a follower, and among the clients of
 //! every node of a 3-node cluster; a timeout of 0 waits however long; a transaction that
 //! pushes and pops wakes nobody; a client that stops waiting leaves the queue (timeout,
 //! hang-up, a restart of its node) and no element is lost to it.

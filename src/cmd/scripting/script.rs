@@ -25,7 +25,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS,
         "scripting",
     )
     // BUDGET is Palisade's own.
-    .subcommands(&["budget", "exists", "flush", "help", "load"])];
+    .subcommands(&["budget", "exists", "flush", "help", "kill", "load"])];
 
 /// A SCRIPT subcommand that goes through the log or the read path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
