@@ -16,6 +16,7 @@
 
 pub mod acl;
 pub mod admin;
+pub mod argdoc;
 pub mod bitmaps;
 pub mod conn;
 pub mod geospatial;

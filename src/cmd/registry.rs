@@ -55,6 +55,9 @@ pub struct Spec {
     /// Palisade's own facts about the command, which Redis's flags do not say (COMMAND does
     /// not report them).
     pub own: &'static [Own],
+    /// COMMAND DOCS `arguments` (and redis-cli's hints), in the notation of
+    /// [`super::argdoc`]; empty when not declared.
+    pub args: &'static str,
 }
 
 /// A fact about a command that Redis's flags do not carry, declared on its row with
@@ -112,6 +115,7 @@ impl Spec {
             group: "",
             subcommands: &[],
             own: &[],
+            args: "",
         }
     }
 
@@ -137,6 +141,11 @@ impl Spec {
             subcommands,
             ..self
         }
+    }
+
+    /// The row with its arguments, in the notation of [`super::argdoc`].
+    pub const fn args(self, args: &'static str) -> Spec {
+        Spec { args, ..self }
     }
 
     /// The row with Palisade's own facts about the command ([`Own`]).
@@ -506,6 +515,26 @@ mod tests {
 
     /// Every row carries its COMMAND DOCS fields: a summary, a `since` version of the form
     /// `x.y.z`, and a group Redis knows or Palisade's own.
+    /// Every row's arguments parse, and every command that takes arguments declares them
+    /// (COMMAND DOCS gives them to redis-cli for its hints); a container's are its
+    /// subcommands' own.
+    #[test]
+    fn every_rows_arguments_parse() {
+        for spec in table() {
+            let args = crate::cmd::argdoc::parse(spec.args)
+                .unwrap_or_else(|e| panic!("{}: arguments: {e}", spec.name));
+            // QUIT and DEBUG take arguments Redis does not document either.
+            let takes_some = spec.arity != 1
+                && spec.subcommands.is_empty()
+                && !matches!(spec.name, "quit" | "debug");
+            assert!(
+                !takes_some || !args.is_empty(),
+                "{} declares no arguments (`.args(...)`)",
+                spec.name
+            );
+        }
+    }
+
     #[test]
     fn every_row_has_docs() {
         const GROUPS: &[&str] = &[

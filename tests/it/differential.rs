@@ -879,6 +879,150 @@ fn command_docs_match_redis_resp3() {
     command_docs_match_redis(3);
 }
 
+/// One argument of a COMMAND DOCS entry, read from RESP2: what redis-cli renders.
+#[derive(Debug, PartialEq)]
+struct DocArg {
+    name: String,
+    kind: String,
+    token: Option<String>,
+    flags: BTreeSet<String>,
+    children: Vec<DocArg>,
+}
+
+/// The `arguments` of every entry of a RESP2 COMMAND DOCS reply, by command name (an entry
+/// without them has none).
+fn doc_arguments(reply: &[u8]) -> BTreeMap<String, Vec<DocArg>> {
+    use redis_protocol::resp2::types::OwnedFrame as F;
+    fn text(f: &F) -> String {
+        match f {
+            F::BulkString(b) | F::SimpleString(b) => String::from_utf8(b.clone()).expect("UTF-8"),
+            other => panic!("COMMAND DOCS text {other:?}"),
+        }
+    }
+    fn args(f: &F) -> Vec<DocArg> {
+        let F::Array(items) = f else {
+            panic!("arguments {f:?}")
+        };
+        items.iter().map(arg).collect()
+    }
+    fn arg(f: &F) -> DocArg {
+        let F::Array(kv) = f else {
+            panic!("argument {f:?}")
+        };
+        let mut a = DocArg {
+            name: String::new(),
+            kind: String::new(),
+            token: None,
+            flags: BTreeSet::new(),
+            children: Vec::new(),
+        };
+        for pair in kv.chunks(2) {
+            match (text(&pair[0]).as_str(), &pair[1]) {
+                ("name", v) => a.name = text(v),
+                ("type", v) => a.kind = text(v),
+                ("token", v) => a.token = Some(text(v)),
+                ("flags", F::Array(fl)) => a.flags = fl.iter().map(text).collect(),
+                ("arguments", v) => a.children = args(v),
+                _ => {}
+            }
+        }
+        a
+    }
+    let F::Array(items) = decode2(reply) else {
+        panic!("COMMAND DOCS is not an array: {}", show(reply));
+    };
+    let mut out = BTreeMap::new();
+    for pair in items.chunks(2) {
+        let F::Array(fields) = &pair[1] else {
+            panic!("COMMAND DOCS entry {:?}", pair[1])
+        };
+        let found = fields
+            .chunks(2)
+            .find(|kv| text(&kv[0]) == "arguments")
+            .map(|kv| args(&kv[1]))
+            .unwrap_or_default();
+        out.insert(text(&pair[0]), found);
+    }
+    out
+}
+
+/// redis-cli's hint for a command's arguments (its `cliAddArgument`, in Rust).
+fn cli_hint(args: &[DocArg], sep: &str) -> String {
+    args.iter()
+        .map(|a| {
+            let repeat = match a.kind.as_str() {
+                "oneof" => cli_hint(&a.children, "|"),
+                "block" => cli_hint(&a.children, " "),
+                "pure-token" => String::new(),
+                _ => a.name.clone(),
+            };
+            let mut token = a.token.clone().unwrap_or_default();
+            if !token.is_empty() && a.kind != "pure-token" {
+                token.push(' ');
+            }
+            let mut s = format!("{token}{repeat}");
+            if a.flags.contains("multiple") {
+                let again = if a.flags.contains("multiple_token") {
+                    token.as_str()
+                } else {
+                    ""
+                };
+                s = format!("{s} [{again}{repeat} ...]");
+            }
+            if a.flags.contains("optional") {
+                s = format!("[{s}]");
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// Where Palisade's arguments differ from redis-server 7.0's on purpose: (command, why).
+const DOC_ARGUMENT_DIFFERENCES: &[(&str, &str)] =
+    &[("set", "Redis 8.4's IFEQ, IFNE, IFDEQ and IFDNE conditions")];
+
+/// Every command Palisade shares with redis-server has the same COMMAND DOCS `arguments`
+/// (names, types, tokens, flags, nesting), so redis-cli shows the same hints and HELP lines;
+/// every command Palisade has takes the arguments it declares.
+#[test]
+fn command_docs_arguments_match_redis() {
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    let ours = doc_arguments(&pc.c("COMMAND DOCS"));
+    let theirs = doc_arguments(&rc.c("COMMAND DOCS"));
+    let mut bad = Vec::new();
+    let mut compared = 0;
+    for (name, want) in &theirs {
+        let Some(got) = ours.get(name) else { continue };
+        compared += 1;
+        let allowed = DOC_ARGUMENT_DIFFERENCES.iter().any(|(n, _)| n == name);
+        if (got == want) == allowed {
+            bad.push(format!(
+                "{name}: ours {:?}, redis-server's {:?}{}",
+                cli_hint(got, " "),
+                cli_hint(want, " "),
+                if allowed {
+                    " (listed as a difference)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    assert_eq!(
+        cli_hint(&ours["lock"], " "),
+        "key owner PX milliseconds [WAIT wait-milliseconds] [DELAY delay-milliseconds]"
+    );
+    assert!(compared >= 150, "only {compared} commands compared");
+    assert!(
+        bad.is_empty(),
+        "COMMAND DOCS arguments differ:\n{}",
+        bad.join("\n")
+    );
+}
+
 /// Unknown names are left out: an empty map (`%0`, `*0` in RESP2) when none is known.
 fn command_docs_lookup_steps() -> Vec<Step> {
     vec![

@@ -202,7 +202,8 @@ fn command_introspection() {
 }
 
 /// `COMMAND DOCS` with no names has one entry per command of COMMAND LIST, in the same order,
-/// each with a summary, a `since` and a group; one entry, byte for byte, in both protocols.
+/// each with a summary, a `since` and a group; one entry, with its arguments, byte for byte,
+/// in both protocols.
 #[test]
 fn command_docs_cover_every_command() {
     use redis_protocol::resp2::types::OwnedFrame as F;
@@ -236,19 +237,21 @@ fn command_docs_cover_every_command() {
             }
         }
     }
-    let entry = "$4\r\nlock\r\n%3\r\n\
-        $7\r\nsummary\r\n$53\r\nTake a lock with a lease and return its fencing token\r\n\
-        $5\r\nsince\r\n$5\r\n0.1.0\r\n$5\r\ngroup\r\n$8\r\npalisade\r\n";
+    // An entry with its arguments (what redis-cli builds its hints from).
+    let entry = "$8\r\nlockinfo\r\n%4\r\n\
+        $7\r\nsummary\r\n$54\r\nShow a lock's owner, fencing token and remaining lease\r\n\
+        $5\r\nsince\r\n$5\r\n0.1.0\r\n$5\r\ngroup\r\n$8\r\npalisade\r\n\
+        $9\r\narguments\r\n*1\r\n%2\r\n$4\r\nname\r\n$3\r\nkey\r\n$4\r\ntype\r\n$3\r\nkey\r\n";
     assert_reply(
-        &c.c("COMMAND DOCS lock nosuchcmd"),
+        &c.c("COMMAND DOCS lockinfo nosuchcmd"),
         format!("%1\r\n{entry}").as_bytes(),
-        "RESP3 COMMAND DOCS lock",
+        "RESP3 COMMAND DOCS lockinfo",
     );
     c.c("HELLO 2");
     assert_reply(
-        &c.c("COMMAND DOCS lock"),
-        format!("*2\r\n{}", entry.replace("%3", "*6")).as_bytes(),
-        "RESP2 COMMAND DOCS lock",
+        &c.c("COMMAND DOCS lockinfo"),
+        format!("*2\r\n{}", entry.replace("%4", "*8").replace("%2", "*4")).as_bytes(),
+        "RESP2 COMMAND DOCS lockinfo",
     );
 }
 

@@ -4,8 +4,9 @@
 //!
 //! COMMAND DOCS has Redis 7's shape, a map from command name to a map of `summary`, `since`
 //! and `group` (flattened to arrays in RESP2), taken from the same rows as COMMAND INFO.
-//! It leaves out what Redis adds (complexity, history, arguments, subcommands); redis-cli,
-//! which reads it at start for its help and hints, does without them. Unknown names are
+//! It also has `arguments`, from the row's notation ([`crate::cmd::argdoc`]), which redis-cli
+//! reads at start for its hints and `HELP` lines. It leaves out what else Redis adds
+//! (complexity, history, each argument's `since`, subcommands' own docs). Unknown names are
 //! left out of the reply, as in Redis.
 
 use bytes::Bytes;
@@ -59,10 +60,16 @@ fn docs(spec: &Spec) -> (Reply, Reply) {
         ("since", spec.since),
         ("group", spec.group),
     ];
-    let map = fields
+    let mut map: Vec<(Reply, Reply)> = fields
         .iter()
         .map(|(k, v)| (Reply::text(k), Reply::text(v)))
         .collect();
+    // A row's notation is checked by a unit test (`every_rows_arguments_parse`).
+    if let Ok(args) = crate::cmd::argdoc::parse(spec.args) {
+        if !args.is_empty() {
+            map.push((Reply::text("arguments"), crate::cmd::argdoc::reply(&args)));
+        }
+    }
     (Reply::text(spec.name), Reply::Map(map))
 }
 

@@ -15,6 +15,7 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("info", -1, &["loading", "stale"], NO_KEYS, parse)
+    .args("section?*")
     .docs(
         "Report server status and statistics, by section",
         "1.0.0",

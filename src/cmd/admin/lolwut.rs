@@ -10,11 +10,13 @@ use crate::resp::{args::parse_i64, Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("lolwut", -1, &["readonly", "fast"], NO_KEYS, parse).docs(
-        "Display some computer art and the Redis version",
-        "5.0.0",
-        "server",
-    ),
+    Spec::new("lolwut", -1, &["readonly", "fast"], NO_KEYS, parse)
+        .args("VERSION=version:integer?")
+        .docs(
+            "Display some computer art and the Redis version",
+            "5.0.0",
+            "server",
+        ),
 ];
 
 /// The text LOLWUT replies.

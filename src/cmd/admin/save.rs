@@ -32,6 +32,7 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_bgsave,
     )
+    .args("SCHEDULE?")
     .docs(
         "Take a Raft snapshot of this node in the background",
         "1.0.0",

@@ -25,6 +25,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     NO_KEYS,
     parse,
 )
+.args("nosave_save@(NOSAVE|SAVE)? NOW? FORCE? ABORT?")
 .docs(
     "Stop this node cleanly (every write is already on disk)",
     "1.0.0",

@@ -13,27 +13,32 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("ping", -1, &["fast"], NO_KEYS, parse_ping).docs(
+    Spec::new("ping", -1, &["fast"], NO_KEYS, parse_ping)
+        .args("message?").docs(
         "Check that the server answers, optionally echoing a message",
         "1.0.0",
         "connection",
     ),
-    Spec::new("echo", 2, CONN, NO_KEYS, parse_echo).docs(
+    Spec::new("echo", 2, CONN, NO_KEYS, parse_echo)
+        .args("message").docs(
         "Reply with the given message",
         "1.0.0",
         "connection",
     ),
-    Spec::new("hello", -1, CONN_NO_AUTH, NO_KEYS, parse_hello).docs(
+    Spec::new("hello", -1, CONN_NO_AUTH, NO_KEYS, parse_hello)
+        .args("arguments@{protover:integer username_password@AUTH={username password}? SETNAME=clientname?}?").docs(
         "Choose the protocol version, optionally authenticating and naming the connection",
         "6.0.0",
         "connection",
     ),
-    Spec::new("auth", -2, CONN_NO_AUTH, NO_KEYS, parse_auth).docs(
+    Spec::new("auth", -2, CONN_NO_AUTH, NO_KEYS, parse_auth)
+        .args("username? password").docs(
         "Authenticate the connection",
         "1.0.0",
         "connection",
     ),
-    Spec::new("select", 2, CONN, NO_KEYS, parse_select).docs(
+    Spec::new("select", 2, CONN, NO_KEYS, parse_select)
+        .args("index:integer").docs(
         "Choose the connection's database (Palisade has only database 0)",
         "1.0.0",
         "connection",

@@ -18,71 +18,49 @@ use crate::state::{Hash, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("hset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset).docs(
-        "Store one or more fields of a hash",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hmset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset).docs(
-        "Store one or more fields of a hash (the older form of HSET)",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hsetnx", 4, WRITE_GROW_FAST, ONE_KEY, parse_hset).docs(
-        "Store a hash field only if it is absent",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hget", 3, READ_FAST, ONE_KEY, parse_read).docs(
-        "Return the value of one hash field",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hmget", -3, READ_FAST, ONE_KEY, parse_read).docs(
-        "Return the values of several hash fields",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hdel", -3, WRITE_FAST, ONE_KEY, parse_hdel).docs(
-        "Remove fields from a hash",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hexists", 3, READ_FAST, ONE_KEY, parse_read).docs(
-        "Tell whether a hash field exists",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hincrby", 4, WRITE_GROW_FAST, ONE_KEY, parse_hincrby).docs(
-        "Add an integer to a hash field",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hlen", 2, READ_FAST, ONE_KEY, parse_read).docs(
-        "Count the fields of a hash",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hgetall", 2, READ, ONE_KEY, parse_read).docs(
-        "Return every field and value of a hash",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hkeys", 2, READ, ONE_KEY, parse_read).docs(
-        "Return every field name of a hash",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hvals", 2, READ, ONE_KEY, parse_read).docs(
-        "Return every value of a hash",
-        "2.0.0",
-        "hash",
-    ),
-    Spec::new("hstrlen", 3, READ_FAST, ONE_KEY, parse_read).docs(
-        "Return the length of a hash field's value",
-        "3.2.0",
-        "hash",
-    ),
+    Spec::new("hset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset)
+        .args("key:key field_value@{field value}*")
+        .docs("Store one or more fields of a hash", "2.0.0", "hash"),
+    Spec::new("hmset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset)
+        .args("key:key field_value@{field value}*")
+        .docs(
+            "Store one or more fields of a hash (the older form of HSET)",
+            "2.0.0",
+            "hash",
+        ),
+    Spec::new("hsetnx", 4, WRITE_GROW_FAST, ONE_KEY, parse_hset)
+        .args("key:key field value")
+        .docs("Store a hash field only if it is absent", "2.0.0", "hash"),
+    Spec::new("hget", 3, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key field")
+        .docs("Return the value of one hash field", "2.0.0", "hash"),
+    Spec::new("hmget", -3, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key field*")
+        .docs("Return the values of several hash fields", "2.0.0", "hash"),
+    Spec::new("hdel", -3, WRITE_FAST, ONE_KEY, parse_hdel)
+        .args("key:key field*")
+        .docs("Remove fields from a hash", "2.0.0", "hash"),
+    Spec::new("hexists", 3, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key field")
+        .docs("Tell whether a hash field exists", "2.0.0", "hash"),
+    Spec::new("hincrby", 4, WRITE_GROW_FAST, ONE_KEY, parse_hincrby)
+        .args("key:key field increment:integer")
+        .docs("Add an integer to a hash field", "2.0.0", "hash"),
+    Spec::new("hlen", 2, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Count the fields of a hash", "2.0.0", "hash"),
+    Spec::new("hgetall", 2, READ, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Return every field and value of a hash", "2.0.0", "hash"),
+    Spec::new("hkeys", 2, READ, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Return every field name of a hash", "2.0.0", "hash"),
+    Spec::new("hvals", 2, READ, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Return every value of a hash", "2.0.0", "hash"),
+    Spec::new("hstrlen", 3, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key field")
+        .docs("Return the length of a hash field's value", "3.2.0", "hash"),
 ];
 
 /// Which reply an HSET-like command gives.

@@ -29,21 +29,22 @@ pub static COMMANDS: &[Spec] = &[
         ONE_KEY,
         parse_hincrbyfloat,
     )
+    .args("key:key field increment:double")
     .docs(
         "Add a floating-point number to a hash field",
         "2.6.0",
         "hash",
     ),
-    Spec::new("hrandfield", -2, READ, ONE_KEY, parse_hrandfield).docs(
-        "Return random fields of a hash",
-        "6.2.0",
-        "hash",
-    ),
-    Spec::new("hscan", -3, READ, ONE_KEY, parse_hscan).docs(
-        "Walk the fields and values of a hash with a cursor",
-        "2.8.0",
-        "hash",
-    ),
+    Spec::new("hrandfield", -2, READ, ONE_KEY, parse_hrandfield)
+        .args("key:key options@{count:integer WITHVALUES?}?")
+        .docs("Return random fields of a hash", "6.2.0", "hash"),
+    Spec::new("hscan", -3, READ, ONE_KEY, parse_hscan)
+        .args("key:key cursor:integer MATCH=pattern:pattern? COUNT=count:integer?")
+        .docs(
+            "Walk the fields and values of a hash with a cursor",
+            "2.8.0",
+            "hash",
+        ),
 ];
 
 /// Hashes up to this many fields, each field and value up to [`LISTPACK_VALUE`] bytes, are

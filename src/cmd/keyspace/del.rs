@@ -11,16 +11,16 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("del", -2, &["write"], ALL_KEYS, parse).docs(
-        "Remove keys and count how many existed",
-        "1.0.0",
-        "generic",
-    ),
-    Spec::new("unlink", -2, WRITE_FAST, ALL_KEYS, parse).docs(
-        "Remove keys and count how many existed (the same as DEL here)",
-        "4.0.0",
-        "generic",
-    ),
+    Spec::new("del", -2, &["write"], ALL_KEYS, parse)
+        .args("key:key*")
+        .docs("Remove keys and count how many existed", "1.0.0", "generic"),
+    Spec::new("unlink", -2, WRITE_FAST, ALL_KEYS, parse)
+        .args("key:key*")
+        .docs(
+            "Remove keys and count how many existed (the same as DEL here)",
+            "4.0.0",
+            "generic",
+        ),
 ];
 
 /// Deletes keys; replies with how many existed.

@@ -10,11 +10,9 @@ use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("exists", -2, READ_FAST, ALL_KEYS, parse).docs(
-    "Count how many of the given keys exist",
-    "1.0.0",
-    "generic",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("exists", -2, READ_FAST, ALL_KEYS, parse)
+    .args("key:key*")
+    .docs("Count how many of the given keys exist", "1.0.0", "generic")];
 
 /// A parsed EXISTS.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,31 +12,33 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("expire", -3, WRITE_FAST, ONE_KEY, parse).docs(
-        "Give a key a time to live in seconds",
-        "1.0.0",
-        "generic",
-    ),
-    Spec::new("pexpire", -3, WRITE_FAST, ONE_KEY, parse).docs(
-        "Give a key a time to live in milliseconds",
-        "2.6.0",
-        "generic",
-    ),
-    Spec::new("expireat", -3, WRITE_FAST, ONE_KEY, parse).docs(
-        "Make a key expire at a Unix time in seconds",
-        "1.2.0",
-        "generic",
-    ),
-    Spec::new("pexpireat", -3, WRITE_FAST, ONE_KEY, parse).docs(
-        "Make a key expire at a Unix time in milliseconds",
-        "2.6.0",
-        "generic",
-    ),
-    Spec::new("persist", 2, WRITE_FAST, ONE_KEY, parse_persist).docs(
-        "Clear a key's time to live",
-        "2.2.0",
-        "generic",
-    ),
+    Spec::new("expire", -3, WRITE_FAST, ONE_KEY, parse)
+        .args("key:key seconds:integer condition@(NX|XX|GT|LT)?")
+        .docs("Give a key a time to live in seconds", "1.0.0", "generic"),
+    Spec::new("pexpire", -3, WRITE_FAST, ONE_KEY, parse)
+        .args("key:key milliseconds:integer condition@(NX|XX|GT|LT)?")
+        .docs(
+            "Give a key a time to live in milliseconds",
+            "2.6.0",
+            "generic",
+        ),
+    Spec::new("expireat", -3, WRITE_FAST, ONE_KEY, parse)
+        .args("key:key unix-time-seconds:unix-time condition@(NX|XX|GT|LT)?")
+        .docs(
+            "Make a key expire at a Unix time in seconds",
+            "1.2.0",
+            "generic",
+        ),
+    Spec::new("pexpireat", -3, WRITE_FAST, ONE_KEY, parse)
+        .args("key:key unix-time-milliseconds:unix-time condition@(NX|XX|GT|LT)?")
+        .docs(
+            "Make a key expire at a Unix time in milliseconds",
+            "2.6.0",
+            "generic",
+        ),
+    Spec::new("persist", 2, WRITE_FAST, ONE_KEY, parse_persist)
+        .args("key:key")
+        .docs("Clear a key's time to live", "2.2.0", "generic"),
 ];
 
 /// The Redis 7 condition flags.

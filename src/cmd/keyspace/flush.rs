@@ -17,6 +17,7 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("flushall", -1, &["write"], NO_KEYS, parse)
+        .args("(ASYNC|SYNC)?")
         .docs(
             "Remove every key (fences, scripts and users stay)",
             "1.0.0",
@@ -24,6 +25,7 @@ pub static COMMANDS: &[Spec] = &[
         )
         .own(&[Own::WalksKeyspace]),
     Spec::new("flushdb", -1, &["write"], NO_KEYS, parse)
+        .args("(ASYNC|SYNC)?")
         .docs(
             "Remove every key of the database (the same as FLUSHALL here)",
             "1.0.0",

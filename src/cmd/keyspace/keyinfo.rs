@@ -29,12 +29,15 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "generic",
     ),
-    Spec::new("touch", -2, READ_FAST, ALL_KEYS, parse).docs(
-        "Count how many of the given keys exist (no access times are kept)",
-        "3.2.1",
-        "generic",
-    ),
+    Spec::new("touch", -2, READ_FAST, ALL_KEYS, parse)
+        .args("key:key*")
+        .docs(
+            "Count how many of the given keys exist (no access times are kept)",
+            "3.2.1",
+            "generic",
+        ),
     Spec::new("expiretime", 2, READ_FAST, ONE_KEY, parse)
+        .args("key:key")
         .docs(
             "Return the Unix time in seconds at which a key expires",
             "7.0.0",
@@ -42,6 +45,7 @@ pub static COMMANDS: &[Spec] = &[
         )
         .own(&[Own::NodeClock]),
     Spec::new("pexpiretime", 2, READ_FAST, ONE_KEY, parse)
+        .args("key:key")
         .docs(
             "Return the Unix time in milliseconds at which a key expires",
             "7.0.0",

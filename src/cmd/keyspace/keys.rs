@@ -30,13 +30,16 @@ pub static COMMANDS: &[Spec] = &[
         "server",
     ),
     Spec::new("keys", 2, READ, NO_KEYS, parse)
+        .args("pattern:pattern")
         .docs("List the keys matching a glob pattern", "1.0.0", "generic")
         .own(&[Own::WalksKeyspace]),
-    Spec::new("scan", -2, READ, NO_KEYS, parse_scan).docs(
-        "Walk the keyspace a few keys at a time with a cursor",
-        "2.8.0",
-        "generic",
-    ),
+    Spec::new("scan", -2, READ, NO_KEYS, parse_scan)
+        .args("cursor:integer MATCH=pattern:pattern? COUNT=count:integer? TYPE=type?")
+        .docs(
+            "Walk the keyspace a few keys at a time with a cursor",
+            "2.8.0",
+            "generic",
+        ),
 ];
 
 /// A parsed KEYS.

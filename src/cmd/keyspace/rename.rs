@@ -21,21 +21,27 @@ use crate::state::{notify, Entry, Event, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("rename", 3, &["write"], (1, 2, 1), parse).docs(
-        "Give a key a new name, replacing any key of that name",
-        "1.0.0",
-        "generic",
-    ),
-    Spec::new("renamenx", 3, WRITE_FAST, (1, 2, 1), parse).docs(
-        "Give a key a new name only if no key has that name",
-        "1.0.0",
-        "generic",
-    ),
-    Spec::new("copy", -3, WRITE, (1, 2, 1), parse_copy).docs(
-        "Copy a key's value and TTL to another key",
-        "6.2.0",
-        "generic",
-    ),
+    Spec::new("rename", 3, &["write"], (1, 2, 1), parse)
+        .args("key:key newkey:key")
+        .docs(
+            "Give a key a new name, replacing any key of that name",
+            "1.0.0",
+            "generic",
+        ),
+    Spec::new("renamenx", 3, WRITE_FAST, (1, 2, 1), parse)
+        .args("key:key newkey:key")
+        .docs(
+            "Give a key a new name only if no key has that name",
+            "1.0.0",
+            "generic",
+        ),
+    Spec::new("copy", -3, WRITE, (1, 2, 1), parse_copy)
+        .args("source:key destination:key DB=destination-db:integer? REPLACE?")
+        .docs(
+            "Copy a key's value and TTL to another key",
+            "6.2.0",
+            "generic",
+        ),
 ];
 
 /// RENAME or RENAMENX.

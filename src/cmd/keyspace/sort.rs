@@ -37,12 +37,14 @@ pub static COMMANDS: &[Spec] = &[
         ONE_KEY,
         parse,
     )
+        .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA? STORE=destination:key?")
     .docs(
         "Sort the elements of a list or set, optionally storing the result",
         "1.0.0",
         "generic",
     ),
-    Spec::new("sort_ro", -2, &["readonly", "movablekeys"], ONE_KEY, parse).docs(
+    Spec::new("sort_ro", -2, &["readonly", "movablekeys"], ONE_KEY, parse)
+        .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA?").docs(
         "Sort the elements of a list or set (the read-only form of SORT)",
         "7.0.0",
         "generic",

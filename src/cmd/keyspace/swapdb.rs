@@ -9,13 +9,13 @@ use crate::resp::args::parse_i64;
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[
-    Spec::new("swapdb", 3, &["write", "fast"], NO_KEYS, parse).docs(
+pub static COMMANDS: &[Spec] = &[Spec::new("swapdb", 3, &["write", "fast"], NO_KEYS, parse)
+    .args("index1:integer index2:integer")
+    .docs(
         "Swap two databases (Palisade has only database 0)",
         "4.0.0",
         "server",
-    ),
-];
+    )];
 
 /// Parses SWAPDB and answers it (it never touches the data).
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {

@@ -11,16 +11,20 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("ttl", 2, READ_FAST, ONE_KEY, parse).docs(
-        "Return a key's remaining time to live in seconds",
-        "1.0.0",
-        "generic",
-    ),
-    Spec::new("pttl", 2, READ_FAST, ONE_KEY, parse).docs(
-        "Return a key's remaining time to live in milliseconds",
-        "2.6.0",
-        "generic",
-    ),
+    Spec::new("ttl", 2, READ_FAST, ONE_KEY, parse)
+        .args("key:key")
+        .docs(
+            "Return a key's remaining time to live in seconds",
+            "1.0.0",
+            "generic",
+        ),
+    Spec::new("pttl", 2, READ_FAST, ONE_KEY, parse)
+        .args("key:key")
+        .docs(
+            "Return a key's remaining time to live in milliseconds",
+            "2.6.0",
+            "generic",
+        ),
 ];
 
 /// A parsed TTL or PTTL.

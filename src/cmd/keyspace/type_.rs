@@ -10,11 +10,13 @@ use crate::resp::{Args, Reply};
 use crate::state::Keyspace;
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("type", 2, READ_FAST, ONE_KEY, parse).docs(
-    "Return the type of the value stored at a key",
-    "1.0.0",
-    "generic",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("type", 2, READ_FAST, ONE_KEY, parse)
+    .args("key:key")
+    .docs(
+        "Return the type of the value stored at a key",
+        "1.0.0",
+        "generic",
+    )];
 
 /// A parsed TYPE.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

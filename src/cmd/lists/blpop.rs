@@ -18,16 +18,20 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("blpop", -3, BLOCKING, (1, -2, 1), parse).docs(
-        "Pop from the head of the first non-empty list, waiting while all are empty",
-        "2.0.0",
-        "list",
-    ),
-    Spec::new("brpop", -3, BLOCKING, (1, -2, 1), parse).docs(
-        "Pop from the tail of the first non-empty list, waiting while all are empty",
-        "2.0.0",
-        "list",
-    ),
+    Spec::new("blpop", -3, BLOCKING, (1, -2, 1), parse)
+        .args("key:key* timeout:double")
+        .docs(
+            "Pop from the head of the first non-empty list, waiting while all are empty",
+            "2.0.0",
+            "list",
+        ),
+    Spec::new("brpop", -3, BLOCKING, (1, -2, 1), parse)
+        .args("key:key* timeout:double")
+        .docs(
+            "Pop from the tail of the first non-empty list, waiting while all are empty",
+            "2.0.0",
+            "list",
+        ),
 ];
 
 /// A blocking pop.

@@ -16,31 +16,37 @@ const WRITE_SHRINK: &[&str] = &["write"];
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("lset", 4, WRITE, ONE_KEY, parse_lset).docs(
-        "Replace the list element at an index",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("linsert", 5, WRITE, ONE_KEY, parse_linsert).docs(
-        "Insert an element before or after another element of a list",
-        "2.2.0",
-        "list",
-    ),
-    Spec::new("lrem", 4, WRITE_SHRINK, ONE_KEY, parse_lrem).docs(
-        "Remove elements equal to a value from a list",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("ltrim", 4, WRITE_SHRINK, ONE_KEY, parse_ltrim).docs(
-        "Keep only the elements of a list between two indexes",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("lpos", -3, READ, ONE_KEY, parse_lpos).docs(
-        "Return the indexes of the list elements equal to a value",
-        "6.0.6",
-        "list",
-    ),
+    Spec::new("lset", 4, WRITE, ONE_KEY, parse_lset)
+        .args("key:key index:integer element")
+        .docs("Replace the list element at an index", "1.0.0", "list"),
+    Spec::new("linsert", 5, WRITE, ONE_KEY, parse_linsert)
+        .args("key:key where@(BEFORE|AFTER) pivot element")
+        .docs(
+            "Insert an element before or after another element of a list",
+            "2.2.0",
+            "list",
+        ),
+    Spec::new("lrem", 4, WRITE_SHRINK, ONE_KEY, parse_lrem)
+        .args("key:key count:integer element")
+        .docs(
+            "Remove elements equal to a value from a list",
+            "1.0.0",
+            "list",
+        ),
+    Spec::new("ltrim", 4, WRITE_SHRINK, ONE_KEY, parse_ltrim)
+        .args("key:key start:integer stop:integer")
+        .docs(
+            "Keep only the elements of a list between two indexes",
+            "1.0.0",
+            "list",
+        ),
+    Spec::new("lpos", -3, READ, ONE_KEY, parse_lpos)
+        .args("key:key element RANK=rank:integer? COUNT=num-matches:integer? MAXLEN=len:integer?")
+        .docs(
+            "Return the indexes of the list elements equal to a value",
+            "6.0.6",
+            "list",
+        ),
 ];
 
 /// LSET. The index stays raw: Redis answers "no such key" before it parses the index.

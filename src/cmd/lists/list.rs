@@ -16,51 +16,53 @@ use crate::state::{Event, Keyspace, List, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("lpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push).docs(
-        "Insert elements at the head of a list",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("rpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push).docs(
-        "Insert elements at the tail of a list",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("lpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push).docs(
-        "Insert elements at the head of a list that already exists",
-        "2.2.0",
-        "list",
-    ),
-    Spec::new("rpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push).docs(
-        "Insert elements at the tail of a list that already exists",
-        "2.2.0",
-        "list",
-    ),
-    Spec::new("lpop", -2, WRITE_FAST, ONE_KEY, parse_pop).docs(
-        "Remove and return elements from the head of a list",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("rpop", -2, WRITE_FAST, ONE_KEY, parse_pop).docs(
-        "Remove and return elements from the tail of a list",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("llen", 2, READ_FAST, ONE_KEY, parse_read).docs(
-        "Return the length of a list",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("lrange", 4, READ, ONE_KEY, parse_read).docs(
-        "Return the list elements between two indexes",
-        "1.0.0",
-        "list",
-    ),
-    Spec::new("lindex", 3, READ, ONE_KEY, parse_read).docs(
-        "Return the list element at an index",
-        "1.0.0",
-        "list",
-    ),
+    Spec::new("lpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .args("key:key element*")
+        .docs("Insert elements at the head of a list", "1.0.0", "list"),
+    Spec::new("rpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .args("key:key element*")
+        .docs("Insert elements at the tail of a list", "1.0.0", "list"),
+    Spec::new("lpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .args("key:key element*")
+        .docs(
+            "Insert elements at the head of a list that already exists",
+            "2.2.0",
+            "list",
+        ),
+    Spec::new("rpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .args("key:key element*")
+        .docs(
+            "Insert elements at the tail of a list that already exists",
+            "2.2.0",
+            "list",
+        ),
+    Spec::new("lpop", -2, WRITE_FAST, ONE_KEY, parse_pop)
+        .args("key:key count:integer?")
+        .docs(
+            "Remove and return elements from the head of a list",
+            "1.0.0",
+            "list",
+        ),
+    Spec::new("rpop", -2, WRITE_FAST, ONE_KEY, parse_pop)
+        .args("key:key count:integer?")
+        .docs(
+            "Remove and return elements from the tail of a list",
+            "1.0.0",
+            "list",
+        ),
+    Spec::new("llen", 2, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Return the length of a list", "1.0.0", "list"),
+    Spec::new("lrange", 4, READ, ONE_KEY, parse_read)
+        .args("key:key start:integer stop:integer")
+        .docs(
+            "Return the list elements between two indexes",
+            "1.0.0",
+            "list",
+        ),
+    Spec::new("lindex", 3, READ, ONE_KEY, parse_read)
+        .args("key:key index:integer")
+        .docs("Return the list element at an index", "1.0.0", "list"),
 ];
 
 /// Which end of a list.

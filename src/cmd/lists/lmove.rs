@@ -26,27 +26,32 @@ const WRITE_BLOCKING: &[&str] = &["write", "denyoom", "noscript", "blocking"];
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("lmove", 5, WRITE, MOVE_KEYS, parse_move).docs(
+    Spec::new("lmove", 5, WRITE, MOVE_KEYS, parse_move)
+        .args("source:key destination:key wherefrom@(LEFT|RIGHT) whereto@(LEFT|RIGHT)").docs(
         "Pop an element from one list and push it onto another",
         "6.2.0",
         "list",
     ),
-    Spec::new("blmove", 6, WRITE_BLOCKING, MOVE_KEYS, parse_move).docs(
+    Spec::new("blmove", 6, WRITE_BLOCKING, MOVE_KEYS, parse_move)
+        .args("source:key destination:key wherefrom@(LEFT|RIGHT) whereto@(LEFT|RIGHT) timeout:double").docs(
         "Pop an element from one list and push it onto another, waiting while the source is empty",
         "6.2.0",
         "list",
     ),
-    Spec::new("rpoplpush", 3, WRITE, MOVE_KEYS, parse_move).docs(
+    Spec::new("rpoplpush", 3, WRITE, MOVE_KEYS, parse_move)
+        .args("source:key destination:key").docs(
         "Pop from the tail of one list and push onto the head of another",
         "1.2.0",
         "list",
     ),
-    Spec::new("brpoplpush", 4, WRITE_BLOCKING, MOVE_KEYS, parse_move).docs(
+    Spec::new("brpoplpush", 4, WRITE_BLOCKING, MOVE_KEYS, parse_move)
+        .args("source:key destination:key timeout:double").docs(
         "Pop from the tail of one list and push onto the head of another, waiting while the source is empty",
         "2.2.0",
         "list",
     ),
-    Spec::new("lmpop", -4, &["write", "movablekeys"], (0, 0, 0), parse_mpop).docs(
+    Spec::new("lmpop", -4, &["write", "movablekeys"], (0, 0, 0), parse_mpop)
+        .args("numkeys:integer key:key* where@(LEFT|RIGHT) COUNT=count:integer?").docs(
         "Pop elements from the first non-empty list",
         "7.0.0",
         "list",
@@ -58,6 +63,7 @@ pub static COMMANDS: &[Spec] = &[
         (0, 0, 0),
         parse_mpop,
     )
+        .args("timeout:double numkeys:integer key:key* where@(LEFT|RIGHT) COUNT=count:integer?")
     .docs(
         "Pop elements from the first non-empty list, waiting while all are empty",
         "7.0.0",

@@ -11,6 +11,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("fencecheck", 3, READ_FAST, ONE_KEY, parse)
+    .args("key:key token:integer")
     .palisade("Tell whether a token belongs to the current holder of a lock")];
 
 /// A parsed FENCECHECK.

@@ -16,6 +16,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("fencedget", 3, WRITE_FAST, ONE_KEY, parse)
+    .args("key:key token:integer")
     .palisade("Read a value and raise the key's fence to the reader's token")];
 
 /// A parsed FENCEDGET.

@@ -11,6 +11,7 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("locknotify", 2, CONN, NO_KEYS, parse)
+    .args("(ON|OFF)")
     .palisade("Push a message to this connection when a lease it took is lost (RESP3)")];
 
 /// Parses `LOCKNOTIFY ON|OFF`.

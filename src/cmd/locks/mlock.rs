@@ -30,6 +30,7 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_mlock,
     )
+        .args("owner PX=milliseconds:integer WAIT=wait-milliseconds:integer? KEYS=numkeys:integer key:key*")
     .palisade("Take locks on several keys at once, all or none, and return their fencing tokens"),
     Spec::new(
         "munlock",
@@ -38,6 +39,7 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_munlock,
     )
+        .args("owner KEYS=numkeys:integer key:key*")
     .palisade("Release the locks an owner holds on several keys"),
 ];
 

@@ -25,8 +25,10 @@ use crate::state::{self, Acquired, Keyspace, Mode, WaiterId};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("rlock", -5, WRITE, ONE_KEY, parse_rlock)
+        .args("key:key owner PX=milliseconds:integer WAIT=wait-milliseconds:integer?")
         .palisade("Take a shared lock with a lease and return its fencing token"),
     Spec::new("semacquire", -7, WRITE, ONE_KEY, parse_semacquire)
+        .args("key:key owner LIMIT=permits:integer PX=milliseconds:integer WAIT=wait-milliseconds:integer?")
         .palisade("Take one of a semaphore's permits and return its fencing token"),
 ];
 

@@ -23,6 +23,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     NO_KEYS,
     parse,
 )
+.args("channel message")
 .docs(
     "Send a message to the subscribers of a channel",
     "2.0.0",

@@ -17,37 +17,45 @@ use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("subscribe", -2, PUBSUB, NO_KEYS, parse).docs(
-        "Receive the messages published to channels",
-        "2.0.0",
-        "pubsub",
-    ),
-    Spec::new("psubscribe", -2, PUBSUB, NO_KEYS, parse).docs(
-        "Receive the messages published to channels matching patterns",
-        "2.0.0",
-        "pubsub",
-    ),
-    Spec::new("unsubscribe", -1, PUBSUB, NO_KEYS, parse).docs(
-        "Stop receiving the messages of channels",
-        "2.0.0",
-        "pubsub",
-    ),
-    Spec::new("punsubscribe", -1, PUBSUB, NO_KEYS, parse).docs(
-        "Stop receiving the messages of channel patterns",
-        "2.0.0",
-        "pubsub",
-    ),
+    Spec::new("subscribe", -2, PUBSUB, NO_KEYS, parse)
+        .args("channel*")
+        .docs(
+            "Receive the messages published to channels",
+            "2.0.0",
+            "pubsub",
+        ),
+    Spec::new("psubscribe", -2, PUBSUB, NO_KEYS, parse)
+        .args("{pattern:pattern}*")
+        .docs(
+            "Receive the messages published to channels matching patterns",
+            "2.0.0",
+            "pubsub",
+        ),
+    Spec::new("unsubscribe", -1, PUBSUB, NO_KEYS, parse)
+        .args("channel?*")
+        .docs("Stop receiving the messages of channels", "2.0.0", "pubsub"),
+    Spec::new("punsubscribe", -1, PUBSUB, NO_KEYS, parse)
+        .args("pattern:pattern?*")
+        .docs(
+            "Stop receiving the messages of channel patterns",
+            "2.0.0",
+            "pubsub",
+        ),
     // The shard channels sit in key positions (`not_key` key specs in Redis).
-    Spec::new("ssubscribe", -2, PUBSUB, ALL_KEYS, parse).docs(
-        "Receive the messages posted to shard channels",
-        "7.0.0",
-        "pubsub",
-    ),
-    Spec::new("sunsubscribe", -1, PUBSUB, ALL_KEYS, parse).docs(
-        "Stop receiving the messages of shard channels",
-        "7.0.0",
-        "pubsub",
-    ),
+    Spec::new("ssubscribe", -2, PUBSUB, ALL_KEYS, parse)
+        .args("shardchannel*")
+        .docs(
+            "Receive the messages posted to shard channels",
+            "7.0.0",
+            "pubsub",
+        ),
+    Spec::new("sunsubscribe", -1, PUBSUB, ALL_KEYS, parse)
+        .args("shardchannel?*")
+        .docs(
+            "Stop receiving the messages of shard channels",
+            "7.0.0",
+            "pubsub",
+        ),
 ];
 
 /// A subscription change.

@@ -27,12 +27,15 @@ pub static COMMANDS: &[Spec] = &[
     )
     .palisade("Show this node's digest of the replicated state and its applied index"),
     Spec::new("raft.node", -3, &["admin"], NO_KEYS, parse)
+        .args("(ADD={id:integer address}|REMOVE=id:integer)")
         .palisade("Add a node to the cluster or remove one")
         .own(&[Own::ForwardsArgv]),
     Spec::new("raft.cluster", -2, &["admin"], NO_KEYS, parse)
+        .args("INIT")
         .palisade("Initialize this node as a new one-node cluster")
         .own(&[Own::ForwardsArgv]),
     Spec::new("raft.fault", -2, &["admin"], NO_KEYS, parse)
+        .args("(DROP=id:integer*|DELAY=milliseconds:integer|SYNCDELAY=milliseconds:integer|HEAL)")
         .palisade("Inject network faults between nodes (for tests)")
         .own(&[Own::ForwardsArgv]),
 ];

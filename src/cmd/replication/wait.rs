@@ -12,7 +12,8 @@ use crate::resp::args::{parse_i64, NOT_INTEGER};
 use crate::resp::{Args, Reply};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("wait", 3, &["noscript"], NO_KEYS, parse).docs(
+pub static COMMANDS: &[Spec] = &[Spec::new("wait", 3, &["noscript"], NO_KEYS, parse)
+        .args("numreplicas:integer timeout:integer").docs(
     "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
     "3.0.0",
     "generic",

@@ -39,56 +39,44 @@ const TWO_KEYS: (i32, i32, i32) = (1, 2, 1);
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("sadd", -3, WRITE_GROW_FAST, ONE_KEY, parse_sadd).docs(
-        "Add members to a set",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("srem", -3, WRITE_FAST, ONE_KEY, parse_srem).docs(
-        "Remove members from a set",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("smembers", 2, READ, ONE_KEY, parse_read).docs(
-        "Return every member of a set",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sismember", 3, READ_FAST, ONE_KEY, parse_read).docs(
-        "Tell whether a value is a member of a set",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("smismember", -3, READ_FAST, ONE_KEY, parse_read).docs(
-        "Tell for each of several values whether it is a member of a set",
-        "6.2.0",
-        "set",
-    ),
-    Spec::new("scard", 2, READ_FAST, ONE_KEY, parse_read).docs(
-        "Count the members of a set",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("spop", -2, WRITE_FAST, ONE_KEY, parse_spop).docs(
-        "Remove and return random members of a set",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("srandmember", -2, READ, ONE_KEY, parse_read).docs(
-        "Return random members of a set without removing them",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("smove", 4, WRITE_FAST, TWO_KEYS, parse_smove).docs(
-        "Move a member from one set to another",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sinter", -2, READ, ALL_KEYS, parse_combine).docs(
-        "Return the intersection of sets",
-        "1.0.0",
-        "set",
-    ),
+    Spec::new("sadd", -3, WRITE_GROW_FAST, ONE_KEY, parse_sadd)
+        .args("key:key member*")
+        .docs("Add members to a set", "1.0.0", "set"),
+    Spec::new("srem", -3, WRITE_FAST, ONE_KEY, parse_srem)
+        .args("key:key member*")
+        .docs("Remove members from a set", "1.0.0", "set"),
+    Spec::new("smembers", 2, READ, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Return every member of a set", "1.0.0", "set"),
+    Spec::new("sismember", 3, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key member")
+        .docs("Tell whether a value is a member of a set", "1.0.0", "set"),
+    Spec::new("smismember", -3, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key member*")
+        .docs(
+            "Tell for each of several values whether it is a member of a set",
+            "6.2.0",
+            "set",
+        ),
+    Spec::new("scard", 2, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs("Count the members of a set", "1.0.0", "set"),
+    Spec::new("spop", -2, WRITE_FAST, ONE_KEY, parse_spop)
+        .args("key:key count:integer?")
+        .docs("Remove and return random members of a set", "1.0.0", "set"),
+    Spec::new("srandmember", -2, READ, ONE_KEY, parse_read)
+        .args("key:key count:integer?")
+        .docs(
+            "Return random members of a set without removing them",
+            "1.0.0",
+            "set",
+        ),
+    Spec::new("smove", 4, WRITE_FAST, TWO_KEYS, parse_smove)
+        .args("source:key destination:key member")
+        .docs("Move a member from one set to another", "1.0.0", "set"),
+    Spec::new("sinter", -2, READ, ALL_KEYS, parse_combine)
+        .args("key:key*")
+        .docs("Return the intersection of sets", "1.0.0", "set"),
     Spec::new(
         "sintercard",
         -3,
@@ -96,41 +84,38 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_sintercard,
     )
+    .args("numkeys:integer key:key* LIMIT=limit:integer?")
     .docs(
         "Count the members of the intersection of sets",
         "7.0.0",
         "set",
     ),
-    Spec::new("sinterstore", -3, WRITE, ALL_KEYS, parse_store).docs(
-        "Store the intersection of sets in a key",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sunion", -2, READ, ALL_KEYS, parse_combine).docs(
-        "Return the union of sets",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sunionstore", -3, WRITE, ALL_KEYS, parse_store).docs(
-        "Store the union of sets in a key",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sdiff", -2, READ, ALL_KEYS, parse_combine).docs(
-        "Return the members of the first set that are in none of the others",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sdiffstore", -3, WRITE, ALL_KEYS, parse_store).docs(
-        "Store the difference of sets in a key",
-        "1.0.0",
-        "set",
-    ),
-    Spec::new("sscan", -3, READ, ONE_KEY, parse_read).docs(
-        "Walk the members of a set a few at a time with a cursor",
-        "2.8.0",
-        "set",
-    ),
+    Spec::new("sinterstore", -3, WRITE, ALL_KEYS, parse_store)
+        .args("destination:key key:key*")
+        .docs("Store the intersection of sets in a key", "1.0.0", "set"),
+    Spec::new("sunion", -2, READ, ALL_KEYS, parse_combine)
+        .args("key:key*")
+        .docs("Return the union of sets", "1.0.0", "set"),
+    Spec::new("sunionstore", -3, WRITE, ALL_KEYS, parse_store)
+        .args("destination:key key:key*")
+        .docs("Store the union of sets in a key", "1.0.0", "set"),
+    Spec::new("sdiff", -2, READ, ALL_KEYS, parse_combine)
+        .args("key:key*")
+        .docs(
+            "Return the members of the first set that are in none of the others",
+            "1.0.0",
+            "set",
+        ),
+    Spec::new("sdiffstore", -3, WRITE, ALL_KEYS, parse_store)
+        .args("destination:key key:key*")
+        .docs("Store the difference of sets in a key", "1.0.0", "set"),
+    Spec::new("sscan", -3, READ, ONE_KEY, parse_read)
+        .args("key:key cursor:integer MATCH=pattern:pattern? COUNT=count:integer?")
+        .docs(
+            "Walk the members of a set a few at a time with a cursor",
+            "2.8.0",
+            "set",
+        ),
 ];
 
 /// SADD: adds members, creating the set; replies with how many were new.

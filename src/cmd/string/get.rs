@@ -11,16 +11,16 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("get", 2, READ_FAST, ONE_KEY, parse).docs(
-        "Return the string stored at a key",
-        "1.0.0",
-        "string",
-    ),
-    Spec::new("getdel", 2, WRITE_FAST, ONE_KEY, parse_getdel).docs(
-        "Return the string stored at a key and remove the key",
-        "6.2.0",
-        "string",
-    ),
+    Spec::new("get", 2, READ_FAST, ONE_KEY, parse)
+        .args("key:key")
+        .docs("Return the string stored at a key", "1.0.0", "string"),
+    Spec::new("getdel", 2, WRITE_FAST, ONE_KEY, parse_getdel)
+        .args("key:key")
+        .docs(
+            "Return the string stored at a key and remove the key",
+            "6.2.0",
+            "string",
+        ),
 ];
 
 /// `GET key`: the value, or nil.

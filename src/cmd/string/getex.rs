@@ -13,12 +13,14 @@ use crate::state::{notify, Keyspace};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("getex", -2, WRITE_FAST, ONE_KEY, parse_getex).docs(
+    Spec::new("getex", -2, WRITE_FAST, ONE_KEY, parse_getex)
+        .args("key:key expiration@(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|PERSIST)?").docs(
         "Return the string stored at a key and change or remove its expiry",
         "6.2.0",
         "string",
     ),
-    Spec::new("getset", 3, WRITE_GROW_FAST, ONE_KEY, parse_getset).docs(
+    Spec::new("getset", 3, WRITE_GROW_FAST, ONE_KEY, parse_getset)
+        .args("key:key value").docs(
         "Store a string at a key and return the old one",
         "1.0.0",
         "string",

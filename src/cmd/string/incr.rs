@@ -12,26 +12,30 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("incr", 2, WRITE_GROW_FAST, ONE_KEY, parse).docs(
-        "Add one to the integer stored at a key",
-        "1.0.0",
-        "string",
-    ),
-    Spec::new("decr", 2, WRITE_GROW_FAST, ONE_KEY, parse).docs(
-        "Subtract one from the integer stored at a key",
-        "1.0.0",
-        "string",
-    ),
-    Spec::new("incrby", 3, WRITE_GROW_FAST, ONE_KEY, parse).docs(
-        "Add an amount to the integer stored at a key",
-        "1.0.0",
-        "string",
-    ),
-    Spec::new("decrby", 3, WRITE_GROW_FAST, ONE_KEY, parse).docs(
-        "Subtract an amount from the integer stored at a key",
-        "1.0.0",
-        "string",
-    ),
+    Spec::new("incr", 2, WRITE_GROW_FAST, ONE_KEY, parse)
+        .args("key:key")
+        .docs("Add one to the integer stored at a key", "1.0.0", "string"),
+    Spec::new("decr", 2, WRITE_GROW_FAST, ONE_KEY, parse)
+        .args("key:key")
+        .docs(
+            "Subtract one from the integer stored at a key",
+            "1.0.0",
+            "string",
+        ),
+    Spec::new("incrby", 3, WRITE_GROW_FAST, ONE_KEY, parse)
+        .args("key:key increment:integer")
+        .docs(
+            "Add an amount to the integer stored at a key",
+            "1.0.0",
+            "string",
+        ),
+    Spec::new("decrby", 3, WRITE_GROW_FAST, ONE_KEY, parse)
+        .args("key:key decrement:integer")
+        .docs(
+            "Subtract an amount from the integer stored at a key",
+            "1.0.0",
+            "string",
+        ),
 ];
 
 /// Adds `by` to the integer stored at `key` (0 if missing), keeping its TTL.

@@ -14,11 +14,13 @@ use crate::resp::{Args, Reply};
 use crate::state::{Keyspace, Value};
 
 /// This file's rows of the command table.
-pub static COMMANDS: &[Spec] = &[Spec::new("lcs", -3, READ, (1, 2, 1), parse).docs(
-    "Find the longest common subsequence of two strings",
-    "7.0.0",
-    "string",
-)];
+pub static COMMANDS: &[Spec] = &[Spec::new("lcs", -3, READ, (1, 2, 1), parse)
+    .args("key1:key key2:key LEN? IDX? MINMATCHLEN=len:integer? WITHMATCHLEN?")
+    .docs(
+        "Find the longest common subsequence of two strings",
+        "7.0.0",
+        "string",
+    )];
 
 /// LCS and its options as sent: Redis checks both keys' types before it parses them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

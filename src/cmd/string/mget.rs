@@ -12,21 +12,19 @@ use crate::state::{notify, Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("mget", -2, READ_FAST, ALL_KEYS, parse_mget).docs(
-        "Return the values of several keys",
-        "1.0.0",
-        "string",
-    ),
-    Spec::new("mset", -3, WRITE, (1, -1, 2), parse_mset).docs(
-        "Store several strings at once",
-        "1.0.1",
-        "string",
-    ),
-    Spec::new("msetnx", -3, WRITE, (1, -1, 2), parse_mset).docs(
-        "Store several strings only if none of the keys exists",
-        "1.0.1",
-        "string",
-    ),
+    Spec::new("mget", -2, READ_FAST, ALL_KEYS, parse_mget)
+        .args("key:key*")
+        .docs("Return the values of several keys", "1.0.0", "string"),
+    Spec::new("mset", -3, WRITE, (1, -1, 2), parse_mset)
+        .args("key_value@{key:key value}*")
+        .docs("Store several strings at once", "1.0.1", "string"),
+    Spec::new("msetnx", -3, WRITE, (1, -1, 2), parse_mset)
+        .args("key_value@{key:key value}*")
+        .docs(
+            "Store several strings only if none of the keys exists",
+            "1.0.1",
+            "string",
+        ),
 ];
 
 /// MGET: each key's string value, nil for a missing key or another type.

@@ -25,36 +25,44 @@ pub const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-b
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("append", 3, WRITE_GROW_FAST, ONE_KEY, parse_write).docs(
-        "Append a string to the value of a key",
-        "2.0.0",
-        "string",
-    ),
-    Spec::new("setrange", 4, WRITE, ONE_KEY, parse_write).docs(
-        "Overwrite part of a string from an offset",
-        "2.2.0",
-        "string",
-    ),
-    Spec::new("incrbyfloat", 3, WRITE_GROW_FAST, ONE_KEY, parse_write).docs(
-        "Add a floating point amount to the number stored at a key",
-        "2.6.0",
-        "string",
-    ),
-    Spec::new("strlen", 2, READ_FAST, ONE_KEY, parse_read).docs(
-        "Return the length of the string stored at a key",
-        "2.2.0",
-        "string",
-    ),
-    Spec::new("getrange", 4, READ, ONE_KEY, parse_read).docs(
-        "Return part of the string stored at a key",
-        "2.4.0",
-        "string",
-    ),
-    Spec::new("substr", 4, READ, ONE_KEY, parse_read).docs(
-        "Return part of the string stored at a key (the older name of GETRANGE)",
-        "1.0.0",
-        "string",
-    ),
+    Spec::new("append", 3, WRITE_GROW_FAST, ONE_KEY, parse_write)
+        .args("key:key value")
+        .docs("Append a string to the value of a key", "2.0.0", "string"),
+    Spec::new("setrange", 4, WRITE, ONE_KEY, parse_write)
+        .args("key:key offset:integer value")
+        .docs(
+            "Overwrite part of a string from an offset",
+            "2.2.0",
+            "string",
+        ),
+    Spec::new("incrbyfloat", 3, WRITE_GROW_FAST, ONE_KEY, parse_write)
+        .args("key:key increment:double")
+        .docs(
+            "Add a floating point amount to the number stored at a key",
+            "2.6.0",
+            "string",
+        ),
+    Spec::new("strlen", 2, READ_FAST, ONE_KEY, parse_read)
+        .args("key:key")
+        .docs(
+            "Return the length of the string stored at a key",
+            "2.2.0",
+            "string",
+        ),
+    Spec::new("getrange", 4, READ, ONE_KEY, parse_read)
+        .args("key:key start:integer end:integer")
+        .docs(
+            "Return part of the string stored at a key",
+            "2.4.0",
+            "string",
+        ),
+    Spec::new("substr", 4, READ, ONE_KEY, parse_read)
+        .args("key:key start:integer end:integer")
+        .docs(
+            "Return part of the string stored at a key (the older name of GETRANGE)",
+            "1.0.0",
+            "string",
+        ),
 ];
 
 /// What a string write does.

@@ -34,11 +34,13 @@ pub static COMMANDS: &[Spec] = &[
         "2.0.0",
         "transactions",
     ),
-    Spec::new("watch", -2, TXN, ALL_KEYS, parse).docs(
-        "Make the next EXEC fail if any of these keys changes",
-        "2.2.0",
-        "transactions",
-    ),
+    Spec::new("watch", -2, TXN, ALL_KEYS, parse)
+        .args("key:key*")
+        .docs(
+            "Make the next EXEC fail if any of these keys changes",
+            "2.2.0",
+            "transactions",
+        ),
     Spec::new("unwatch", 1, TXN, NO_KEYS, parse).docs(
         "Stop watching keys for the next EXEC",
         "2.2.0",
