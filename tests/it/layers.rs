@@ -15,7 +15,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cmd", &["resp", "state", "script", "algo"]),
     ("script", &["resp", "state", "cmd", "algo"]),
     ("raft_types", &["resp", "cmd"]),
-    ("store", &["resp", "state", "cmd", "raft_types"]),
+    ("store", &["resp", "state", "cmd", "raft_types", "algo"]),
     ("raft", &["resp", "cmd", "store", "raft_types", "tls"]),
     (
         "server",
