@@ -22,6 +22,7 @@ pub mod conn;
 pub mod geospatial;
 pub mod hashes;
 pub mod keyspace;
+pub mod keyspec;
 pub mod lists;
 pub mod locks;
 pub mod messaging;

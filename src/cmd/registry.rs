@@ -58,6 +58,9 @@ pub struct Spec {
     /// COMMAND DOCS `arguments` (and redis-cli's hints), in the notation of
     /// [`super::argdoc`]; empty when not declared.
     pub args: &'static str,
+    /// COMMAND INFO's key specs, in the notation of [`super::keyspec`]; empty when the
+    /// command has no keys.
+    pub key_specs: &'static str,
 }
 
 /// A fact about a command that Redis's flags do not carry, declared on its row with
@@ -116,6 +119,7 @@ impl Spec {
             subcommands: &[],
             own: &[],
             args: "",
+            key_specs: "",
         }
     }
 
@@ -146,6 +150,11 @@ impl Spec {
     /// The row with its arguments, in the notation of [`super::argdoc`].
     pub const fn args(self, args: &'static str) -> Spec {
         Spec { args, ..self }
+    }
+
+    /// The row with its key specs, in the notation of [`super::keyspec`].
+    pub const fn key_specs(self, key_specs: &'static str) -> Spec {
+        Spec { key_specs, ..self }
     }
 
     /// The row with Palisade's own facts about the command ([`Own`]).
@@ -530,6 +539,22 @@ mod tests {
             assert!(
                 !takes_some || !args.is_empty(),
                 "{} declares no arguments (`.args(...)`)",
+                spec.name
+            );
+        }
+    }
+
+    /// Every row's key specs parse, and a command with key positions declares them (COMMAND
+    /// INFO reports them; cluster clients and proxies read them).
+    #[test]
+    fn every_rows_key_specs_parse() {
+        for spec in table() {
+            let specs = crate::cmd::keyspec::parse(spec.key_specs)
+                .unwrap_or_else(|e| panic!("{}: key specs: {e}", spec.name));
+            let has_keys = spec.first_key != 0 || spec.flags.contains(&"movablekeys");
+            assert!(
+                !has_keys || !specs.is_empty(),
+                "{} has keys but declares no key specs (`.key_specs(...)`)",
                 spec.name
             );
         }

@@ -1074,6 +1074,8 @@ struct CommandFacts {
     keys: (i64, i64, i64),
     categories: BTreeSet<String>,
     subcommands: BTreeSet<String>,
+    /// The key specs, without Redis's `notes` (prose), as text.
+    key_specs: String,
 }
 
 /// The rows of a COMMAND INFO reply (RESP2), by name; unknown names are left out.
@@ -1113,10 +1115,36 @@ fn command_info(reply: &[u8]) -> BTreeMap<String, CommandFacts> {
             keys: (int(&f[3]), int(&f[4]), int(&f[5])),
             categories: texts(&f[6]),
             subcommands,
+            key_specs: format!("{:?}", without_notes(&f[8])),
         };
         out.insert(text(&f[0]), facts);
     }
     out
+}
+
+/// A key-spec field with every `notes` entry taken out (Redis's prose, which Palisade does not
+/// copy).
+fn without_notes(
+    f: &redis_protocol::resp2::types::OwnedFrame,
+) -> redis_protocol::resp2::types::OwnedFrame {
+    use redis_protocol::resp2::types::OwnedFrame as F;
+    match f {
+        F::Array(items) => {
+            let is_notes = |i: &F| matches!(i, F::BulkString(b) if b == b"notes");
+            if items.len() % 2 == 0 && items.chunks(2).any(|kv| is_notes(&kv[0])) {
+                F::Array(
+                    items
+                        .chunks(2)
+                        .filter(|kv| !is_notes(&kv[0]))
+                        .flat_map(|kv| kv.iter().map(without_notes))
+                        .collect(),
+                )
+            } else {
+                F::Array(items.iter().map(without_notes).collect())
+            }
+        }
+        other => other.clone(),
+    }
 }
 
 /// Why a container's flags differ: Redis gives a container no flags and each subcommand its
@@ -1167,7 +1195,7 @@ const COMMAND_INFO_DIFFERENCES: &[(&str, &str, &str)] = &[
 ];
 
 /// Every command Palisade shares with redis-server has its COMMAND INFO facts: arity, flags,
-/// key positions and ACL categories over the wire, and the subcommand names of its table row
+/// key positions, ACL categories and key specs over the wire, and the subcommand names of its table row
 /// (Palisade's COMMAND INFO lists no subcommand rows), except the explicit differences above.
 #[test]
 fn command_info_matches_redis() {
@@ -1193,7 +1221,7 @@ fn command_info_matches_redis() {
         };
         let spec = palisade::cmd::lookup(name).expect("a listed command has a table row");
         let got_subs: BTreeSet<String> = spec.subcommands.iter().map(|s| s.to_string()).collect();
-        let fields: [(&str, String, String); 5] = [
+        let fields: [(&str, String, String); 6] = [
             ("arity", format!("{}", got.arity), format!("{}", want.arity)),
             (
                 "flags",
@@ -1215,6 +1243,7 @@ fn command_info_matches_redis() {
                 format!("{got_subs:?}"),
                 format!("{:?}", want.subcommands),
             ),
+            ("key_specs", got.key_specs.clone(), want.key_specs.clone()),
         ];
         for (field, g, w) in fields {
             if g == w {

@@ -48,7 +48,8 @@ fn info(spec: &Spec) -> Reply {
                 .collect(),
         ),
         Reply::Array(vec![]),
-        Reply::Array(vec![]),
+        // Key specs; a row's notation is checked by a unit test (`every_rows_key_specs_parse`).
+        crate::cmd::keyspec::reply(&crate::cmd::keyspec::parse(spec.key_specs).unwrap_or_default()),
         Reply::Array(vec![]),
     ])
 }

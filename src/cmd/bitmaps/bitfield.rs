@@ -22,12 +22,14 @@ use crate::state::{notify, Keyspace};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("bitfield", -2, WRITE, ONE_KEY, parse_bitfield)
+        .key_specs("RW,access,update,variable_flags@i1/r0,1,0")
         .args("key:key operation@(encoding_offset@GET={encoding offset:integer}|write@{wrap_sat_fail@OVERFLOW=(WRAP|SAT|FAIL)? write_operation@(encoding_offset_value@SET={encoding offset:integer value:integer}|encoding_offset_increment@INCRBY={encoding offset:integer increment:integer})})?*").docs(
         "Read, set or increment integer fields of any width inside a string",
         "3.2.0",
         "bitmap",
     ),
     Spec::new("bitfield_ro", -2, READ_FAST, ONE_KEY, parse_bitfield)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key encoding_offset@GET={encoding offset:integer}?*+").docs(
         "Read integer fields of any width inside a string",
         "6.0.0",

@@ -16,30 +16,35 @@ use crate::state::{notify, Keyspace};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("setbit", 4, WRITE, ONE_KEY, parse_setbit)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key offset:integer value:integer").docs(
         "Set or clear one bit of a string",
         "2.2.0",
         "bitmap",
     ),
     Spec::new("getbit", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key offset:integer").docs(
         "Return one bit of a string",
         "2.2.0",
         "bitmap",
     ),
     Spec::new("bitcount", -2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key index@{start:integer end:integer index_unit@(BYTE|BIT)?}?").docs(
         "Count the set bits of a string, or of a range of it",
         "2.6.0",
         "bitmap",
     ),
     Spec::new("bitpos", -3, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key bit:integer index@{start:integer end_index@{end:integer index_unit@(BYTE|BIT)?}?}?").docs(
         "Find the first set or clear bit of a string",
         "2.8.7",
         "bitmap",
     ),
     Spec::new("bitop", -4, WRITE, (2, -1, 1), parse_bitop)
+        .key_specs("OW,update@i2/r0,1,0 RO,access@i3/r-1,1,0")
         .args("operation destkey:key key:key*").docs(
         "Combine strings bit by bit into a destination key",
         "2.6.0",

@@ -25,24 +25,28 @@ const G: &str = "geo";
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("geoadd", -5, WRITE, ONE_KEY, parse_geoadd)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key condition@(NX|XX)? change@CH? longitude_latitude_member@{longitude:double latitude:double member}*").docs(
         "Add points (longitude, latitude, member) to a geospatial sorted set",
         "3.2.0",
         G,
     ),
     Spec::new("geopos", -2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member*").docs(
         "Return the coordinates of geospatial members",
         "3.2.0",
         G,
     ),
     Spec::new("geodist", -4, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member1 member2 unit@(M|KM|FT|MI)?").docs(
         "Return the distance between two geospatial members",
         "3.2.0",
         G,
     ),
     Spec::new("geohash", -2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member*").docs(
         "Return the standard geohash strings of geospatial members",
         "3.2.0",

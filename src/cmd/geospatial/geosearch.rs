@@ -30,6 +30,7 @@ const WRITE_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("georadius", -6, WRITE_MOVABLE, ONE_KEY, parse_search)
+        .key_specs("RO,access@i1/r0,1,0 OW,update@kSTORE,6/r0,1,0 OW,update@kSTOREDIST,6/r0,1,0")
         .args("key:key longitude:double latitude:double radius:double unit@(M|KM|FT|MI) WITHCOORD? WITHDIST? WITHHASH? {COUNT=count:integer ANY?}? order@(ASC|DESC)? STORE=key:key? STOREDIST=key:key?").docs(
         "Return (or store) the geospatial members within a radius of a point",
         "3.2.0",
@@ -42,6 +43,7 @@ pub static COMMANDS: &[Spec] = &[
         ONE_KEY,
         parse_search,
     )
+        .key_specs("RO,access@i1/r0,1,0 OW,update@kSTORE,5/r0,1,0 OW,update@kSTOREDIST,5/r0,1,0")
         .args("key:key member radius:double unit@(M|KM|FT|MI) WITHCOORD? WITHDIST? WITHHASH? {COUNT=count:integer ANY?}? order@(ASC|DESC)? STORE=key:key? STOREDIST=key:key?")
     .docs(
         "Return (or store) the geospatial members within a radius of a member",
@@ -49,24 +51,28 @@ pub static COMMANDS: &[Spec] = &[
         G,
     ),
     Spec::new("georadius_ro", -6, READ, ONE_KEY, parse_search)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key longitude:double latitude:double radius:double unit@(M|KM|FT|MI) WITHCOORD? WITHDIST? WITHHASH? {COUNT=count:integer ANY?}? order@(ASC|DESC)?").docs(
         "Return the geospatial members within a radius of a point (read-only)",
         "3.2.10",
         G,
     ),
     Spec::new("georadiusbymember_ro", -5, READ, ONE_KEY, parse_search)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member radius:double unit@(M|KM|FT|MI) WITHCOORD? WITHDIST? WITHHASH? {COUNT=count:integer ANY?}? order@(ASC|DESC)?").docs(
         "Return the geospatial members within a radius of a member (read-only)",
         "3.2.10",
         G,
     ),
     Spec::new("geosearch", -7, READ, ONE_KEY, parse_search)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key from@(FROMMEMBER=member|longitude_latitude@FROMLONLAT={longitude:double latitude:double}) by@(circle@{BYRADIUS=radius:double unit@(M|KM|FT|MI)}|box@{BYBOX=width:double height:double unit@(M|KM|FT|MI)}) order@(ASC|DESC)? {COUNT=count:integer ANY?}? WITHCOORD? WITHDIST? WITHHASH?").docs(
         "Return the geospatial members inside a circle or a box",
         "6.2.0",
         G,
     ),
     Spec::new("geosearchstore", -8, WRITE, (1, 2, 1), parse_search)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/r0,1,0")
         .args("destination:key source:key from@(FROMMEMBER=member|longitude_latitude@FROMLONLAT={longitude:double latitude:double}) by@(circle@{BYRADIUS=radius:double unit@(M|KM|FT|MI)}|box@{BYBOX=width:double height:double unit@(M|KM|FT|MI)}) order@(ASC|DESC)? {COUNT=count:integer ANY?}? STOREDIST?").docs(
         "Store the geospatial members inside a circle or a box in another key",
         "6.2.0",

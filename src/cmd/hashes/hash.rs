@@ -19,9 +19,11 @@ use crate::state::{Hash, Keyspace, Value};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("hset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key field_value@{field value}*")
         .docs("Store one or more fields of a hash", "2.0.0", "hash"),
     Spec::new("hmset", -4, WRITE_GROW_FAST, ONE_KEY, parse_hset)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key field_value@{field value}*")
         .docs(
             "Store one or more fields of a hash (the older form of HSET)",
@@ -29,36 +31,47 @@ pub static COMMANDS: &[Spec] = &[
             "hash",
         ),
     Spec::new("hsetnx", 4, WRITE_GROW_FAST, ONE_KEY, parse_hset)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key field value")
         .docs("Store a hash field only if it is absent", "2.0.0", "hash"),
     Spec::new("hget", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key field")
         .docs("Return the value of one hash field", "2.0.0", "hash"),
     Spec::new("hmget", -3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key field*")
         .docs("Return the values of several hash fields", "2.0.0", "hash"),
     Spec::new("hdel", -3, WRITE_FAST, ONE_KEY, parse_hdel)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key field*")
         .docs("Remove fields from a hash", "2.0.0", "hash"),
     Spec::new("hexists", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key field")
         .docs("Tell whether a hash field exists", "2.0.0", "hash"),
     Spec::new("hincrby", 4, WRITE_GROW_FAST, ONE_KEY, parse_hincrby)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key field increment:integer")
         .docs("Add an integer to a hash field", "2.0.0", "hash"),
     Spec::new("hlen", 2, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key")
         .docs("Count the fields of a hash", "2.0.0", "hash"),
     Spec::new("hgetall", 2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs("Return every field and value of a hash", "2.0.0", "hash"),
     Spec::new("hkeys", 2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs("Return every field name of a hash", "2.0.0", "hash"),
     Spec::new("hvals", 2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs("Return every value of a hash", "2.0.0", "hash"),
     Spec::new("hstrlen", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key field")
         .docs("Return the length of a hash field's value", "3.2.0", "hash"),
 ];

@@ -29,6 +29,7 @@ pub static COMMANDS: &[Spec] = &[
         ONE_KEY,
         parse_hincrbyfloat,
     )
+    .key_specs("RW,access,update@i1/r0,1,0")
     .args("key:key field increment:double")
     .docs(
         "Add a floating-point number to a hash field",
@@ -36,9 +37,11 @@ pub static COMMANDS: &[Spec] = &[
         "hash",
     ),
     Spec::new("hrandfield", -2, READ, ONE_KEY, parse_hrandfield)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key options@{count:integer WITHVALUES?}?")
         .docs("Return random fields of a hash", "6.2.0", "hash"),
     Spec::new("hscan", -3, READ, ONE_KEY, parse_hscan)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key cursor:integer MATCH=pattern:pattern? COUNT=count:integer?")
         .docs(
             "Walk the fields and values of a hash with a cursor",

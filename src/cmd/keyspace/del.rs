@@ -12,9 +12,11 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("del", -2, &["write"], ALL_KEYS, parse)
+        .key_specs("RM,delete@i1/r-1,1,0")
         .args("key:key*")
         .docs("Remove keys and count how many existed", "1.0.0", "generic"),
     Spec::new("unlink", -2, WRITE_FAST, ALL_KEYS, parse)
+        .key_specs("RM,delete@i1/r-1,1,0")
         .args("key:key*")
         .docs(
             "Remove keys and count how many existed (the same as DEL here)",

@@ -11,6 +11,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("exists", -2, READ_FAST, ALL_KEYS, parse)
+    .key_specs("RO@i1/r-1,1,0")
     .args("key:key*")
     .docs("Count how many of the given keys exist", "1.0.0", "generic")];
 

@@ -13,9 +13,11 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("expire", -3, WRITE_FAST, ONE_KEY, parse)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key seconds:integer condition@(NX|XX|GT|LT)?")
         .docs("Give a key a time to live in seconds", "1.0.0", "generic"),
     Spec::new("pexpire", -3, WRITE_FAST, ONE_KEY, parse)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key milliseconds:integer condition@(NX|XX|GT|LT)?")
         .docs(
             "Give a key a time to live in milliseconds",
@@ -23,6 +25,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("expireat", -3, WRITE_FAST, ONE_KEY, parse)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key unix-time-seconds:unix-time condition@(NX|XX|GT|LT)?")
         .docs(
             "Make a key expire at a Unix time in seconds",
@@ -30,6 +33,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("pexpireat", -3, WRITE_FAST, ONE_KEY, parse)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key unix-time-milliseconds:unix-time condition@(NX|XX|GT|LT)?")
         .docs(
             "Make a key expire at a Unix time in milliseconds",
@@ -37,6 +41,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("persist", 2, WRITE_FAST, ONE_KEY, parse_persist)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key")
         .docs("Clear a key's time to live", "2.2.0", "generic"),
 ];

@@ -30,6 +30,7 @@ pub static COMMANDS: &[Spec] = &[
         "generic",
     ),
     Spec::new("touch", -2, READ_FAST, ALL_KEYS, parse)
+        .key_specs("RO@i1/r-1,1,0")
         .args("key:key*")
         .docs(
             "Count how many of the given keys exist (no access times are kept)",
@@ -37,6 +38,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("expiretime", 2, READ_FAST, ONE_KEY, parse)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Return the Unix time in seconds at which a key expires",
@@ -45,6 +47,7 @@ pub static COMMANDS: &[Spec] = &[
         )
         .own(&[Own::NodeClock]),
     Spec::new("pexpiretime", 2, READ_FAST, ONE_KEY, parse)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Return the Unix time in milliseconds at which a key expires",

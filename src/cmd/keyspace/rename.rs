@@ -22,6 +22,7 @@ use crate::state::{notify, Entry, Event, Keyspace, Value};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("rename", 3, &["write"], (1, 2, 1), parse)
+        .key_specs("RW,access,delete@i1/r0,1,0 OW,update@i2/r0,1,0")
         .args("key:key newkey:key")
         .docs(
             "Give a key a new name, replacing any key of that name",
@@ -29,6 +30,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("renamenx", 3, WRITE_FAST, (1, 2, 1), parse)
+        .key_specs("RW,access,delete@i1/r0,1,0 OW,insert@i2/r0,1,0")
         .args("key:key newkey:key")
         .docs(
             "Give a key a new name only if no key has that name",
@@ -36,6 +38,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("copy", -3, WRITE, (1, 2, 1), parse_copy)
+        .key_specs("RO,access@i1/r0,1,0 OW,update@i2/r0,1,0")
         .args("source:key destination:key DB=destination-db:integer? REPLACE?")
         .docs(
             "Copy a key's value and TTL to another key",

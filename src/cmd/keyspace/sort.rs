@@ -37,6 +37,7 @@ pub static COMMANDS: &[Spec] = &[
         ONE_KEY,
         parse,
     )
+        .key_specs("RO,access@i1/r0,1,0 RO,access@?/? OW,update@?/?")
         .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA? STORE=destination:key?")
     .docs(
         "Sort the elements of a list or set, optionally storing the result",
@@ -44,6 +45,7 @@ pub static COMMANDS: &[Spec] = &[
         "generic",
     ),
     Spec::new("sort_ro", -2, &["readonly", "movablekeys"], ONE_KEY, parse)
+        .key_specs("RO,access@i1/r0,1,0 RO,access@?/?")
         .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA?").docs(
         "Sort the elements of a list or set (the read-only form of SORT)",
         "7.0.0",

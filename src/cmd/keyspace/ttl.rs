@@ -12,6 +12,7 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("ttl", 2, READ_FAST, ONE_KEY, parse)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Return a key's remaining time to live in seconds",
@@ -19,6 +20,7 @@ pub static COMMANDS: &[Spec] = &[
             "generic",
         ),
     Spec::new("pttl", 2, READ_FAST, ONE_KEY, parse)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Return a key's remaining time to live in milliseconds",

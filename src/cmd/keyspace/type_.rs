@@ -11,6 +11,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("type", 2, READ_FAST, ONE_KEY, parse)
+    .key_specs("RO@i1/r0,1,0")
     .args("key:key")
     .docs(
         "Return the type of the value stored at a key",

@@ -19,6 +19,7 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("blpop", -3, BLOCKING, (1, -2, 1), parse)
+        .key_specs("RW,access,delete@i1/r-2,1,0")
         .args("key:key* timeout:double")
         .docs(
             "Pop from the head of the first non-empty list, waiting while all are empty",
@@ -26,6 +27,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("brpop", -3, BLOCKING, (1, -2, 1), parse)
+        .key_specs("RW,access,delete@i1/r-2,1,0")
         .args("key:key* timeout:double")
         .docs(
             "Pop from the tail of the first non-empty list, waiting while all are empty",

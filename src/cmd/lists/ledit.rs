@@ -17,9 +17,11 @@ const WRITE_SHRINK: &[&str] = &["write"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("lset", 4, WRITE, ONE_KEY, parse_lset)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key index:integer element")
         .docs("Replace the list element at an index", "1.0.0", "list"),
     Spec::new("linsert", 5, WRITE, ONE_KEY, parse_linsert)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key where@(BEFORE|AFTER) pivot element")
         .docs(
             "Insert an element before or after another element of a list",
@@ -27,6 +29,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("lrem", 4, WRITE_SHRINK, ONE_KEY, parse_lrem)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key count:integer element")
         .docs(
             "Remove elements equal to a value from a list",
@@ -34,6 +37,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("ltrim", 4, WRITE_SHRINK, ONE_KEY, parse_ltrim)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key start:integer stop:integer")
         .docs(
             "Keep only the elements of a list between two indexes",
@@ -41,6 +45,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("lpos", -3, READ, ONE_KEY, parse_lpos)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key element RANK=rank:integer? COUNT=num-matches:integer? MAXLEN=len:integer?")
         .docs(
             "Return the indexes of the list elements equal to a value",

@@ -17,12 +17,15 @@ use crate::state::{Event, Keyspace, List, Value};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("lpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key element*")
         .docs("Insert elements at the head of a list", "1.0.0", "list"),
     Spec::new("rpush", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key element*")
         .docs("Insert elements at the tail of a list", "1.0.0", "list"),
     Spec::new("lpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key element*")
         .docs(
             "Insert elements at the head of a list that already exists",
@@ -30,6 +33,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("rpushx", -3, WRITE_GROW_FAST, ONE_KEY, parse_push)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key element*")
         .docs(
             "Insert elements at the tail of a list that already exists",
@@ -37,6 +41,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("lpop", -2, WRITE_FAST, ONE_KEY, parse_pop)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key count:integer?")
         .docs(
             "Remove and return elements from the head of a list",
@@ -44,6 +49,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("rpop", -2, WRITE_FAST, ONE_KEY, parse_pop)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key count:integer?")
         .docs(
             "Remove and return elements from the tail of a list",
@@ -51,9 +57,11 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("llen", 2, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key")
         .docs("Return the length of a list", "1.0.0", "list"),
     Spec::new("lrange", 4, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key start:integer stop:integer")
         .docs(
             "Return the list elements between two indexes",
@@ -61,6 +69,7 @@ pub static COMMANDS: &[Spec] = &[
             "list",
         ),
     Spec::new("lindex", 3, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key index:integer")
         .docs("Return the list element at an index", "1.0.0", "list"),
 ];

@@ -27,30 +27,35 @@ const WRITE_BLOCKING: &[&str] = &["write", "denyoom", "noscript", "blocking"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("lmove", 5, WRITE, MOVE_KEYS, parse_move)
+        .key_specs("RW,access,delete@i1/r0,1,0 RW,insert@i2/r0,1,0")
         .args("source:key destination:key wherefrom@(LEFT|RIGHT) whereto@(LEFT|RIGHT)").docs(
         "Pop an element from one list and push it onto another",
         "6.2.0",
         "list",
     ),
     Spec::new("blmove", 6, WRITE_BLOCKING, MOVE_KEYS, parse_move)
+        .key_specs("RW,access,delete@i1/r0,1,0 RW,insert@i2/r0,1,0")
         .args("source:key destination:key wherefrom@(LEFT|RIGHT) whereto@(LEFT|RIGHT) timeout:double").docs(
         "Pop an element from one list and push it onto another, waiting while the source is empty",
         "6.2.0",
         "list",
     ),
     Spec::new("rpoplpush", 3, WRITE, MOVE_KEYS, parse_move)
+        .key_specs("RW,access,delete@i1/r0,1,0 RW,insert@i2/r0,1,0")
         .args("source:key destination:key").docs(
         "Pop from the tail of one list and push onto the head of another",
         "1.2.0",
         "list",
     ),
     Spec::new("brpoplpush", 4, WRITE_BLOCKING, MOVE_KEYS, parse_move)
+        .key_specs("RW,access,delete@i1/r0,1,0 RW,insert@i2/r0,1,0")
         .args("source:key destination:key timeout:double").docs(
         "Pop from the tail of one list and push onto the head of another, waiting while the source is empty",
         "2.2.0",
         "list",
     ),
     Spec::new("lmpop", -4, &["write", "movablekeys"], (0, 0, 0), parse_mpop)
+        .key_specs("RW,access,delete@i1/n0,1,1")
         .args("numkeys:integer key:key* where@(LEFT|RIGHT) COUNT=count:integer?").docs(
         "Pop elements from the first non-empty list",
         "7.0.0",
@@ -63,6 +68,7 @@ pub static COMMANDS: &[Spec] = &[
         (0, 0, 0),
         parse_mpop,
     )
+        .key_specs("RW,access,delete@i2/n0,1,1")
         .args("timeout:double numkeys:integer key:key* where@(LEFT|RIGHT) COUNT=count:integer?")
     .docs(
         "Pop elements from the first non-empty list, waiting while all are empty",

@@ -11,6 +11,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("fencecheck", 3, READ_FAST, ONE_KEY, parse)
+    .key_specs("RO,access@i1/r0,1,0")
     .args("key:key token:integer")
     .palisade("Tell whether a token belongs to the current holder of a lock")];
 

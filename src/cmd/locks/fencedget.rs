@@ -16,6 +16,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("fencedget", 3, WRITE_FAST, ONE_KEY, parse)
+    .key_specs("RW,access,update@i1/r0,1,0")
     .args("key:key token:integer")
     .palisade("Read a value and raise the key's fence to the reader's token")];
 

@@ -13,6 +13,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("fencedset", -4, WRITE, ONE_KEY, parse)
+    .key_specs("RW,update@i1/r0,1,0")
     .args("key:key value token:integer PX=milliseconds:integer?")
     .palisade("Write a value unless a higher fencing token has been seen for the key")];
 

@@ -20,6 +20,7 @@ use crate::state::{self, Acquired, Keyspace, WaiterId};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("lock", -5, WRITE, ONE_KEY, parse)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key owner PX=milliseconds:integer WAIT=wait-milliseconds:integer? DELAY=delay-milliseconds:integer?")
     .palisade("Take a lock with a lease and return its fencing token")];
 

@@ -19,6 +19,7 @@ use crate::state::{Holder, Keyspace, Mode, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("lockinfo", 2, READ_FAST, ONE_KEY, parse)
+    .key_specs("RO,access@i1/r0,1,0")
     .args("key:key")
     .palisade("Show a lock's owner, fencing token and remaining lease")];
 

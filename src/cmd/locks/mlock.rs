@@ -30,6 +30,7 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_mlock,
     )
+        .key_specs("RW,access,update@kKEYS,2/n0,1,1")
         .args("owner PX=milliseconds:integer WAIT=wait-milliseconds:integer? KEYS=numkeys:integer key:key*")
     .palisade("Take locks on several keys at once, all or none, and return their fencing tokens"),
     Spec::new(
@@ -39,6 +40,7 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_munlock,
     )
+        .key_specs("RW,access,delete@kKEYS,2/n0,1,1")
         .args("owner KEYS=numkeys:integer key:key*")
     .palisade("Release the locks an owner holds on several keys"),
 ];

@@ -12,6 +12,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("renew", 5, WRITE_FAST, ONE_KEY, parse)
+    .key_specs("RW,access,update@i1/r0,1,0")
     .args("key:key owner PX=milliseconds:integer")
     .palisade("Extend the lease of a lock held by the given owner")];
 

@@ -25,9 +25,11 @@ use crate::state::{self, Acquired, Keyspace, Mode, WaiterId};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("rlock", -5, WRITE, ONE_KEY, parse_rlock)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key owner PX=milliseconds:integer WAIT=wait-milliseconds:integer?")
         .palisade("Take a shared lock with a lease and return its fencing token"),
     Spec::new("semacquire", -7, WRITE, ONE_KEY, parse_semacquire)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key owner LIMIT=permits:integer PX=milliseconds:integer WAIT=wait-milliseconds:integer?")
         .palisade("Take one of a semaphore's permits and return its fencing token"),
 ];

@@ -11,6 +11,7 @@ use crate::state::Keyspace;
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("unlock", 3, WRITE_FAST, ONE_KEY, parse)
+    .key_specs("RW,access,delete@i1/r0,1,0")
     .args("key:key owner")
     .palisade("Release a lock held by the given owner")];
 

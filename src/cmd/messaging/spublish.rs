@@ -23,6 +23,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     ONE_KEY,
     parse,
 )
+.key_specs("not_key@i1/r0,1,0")
 .args("shardchannel message")
 .docs("Post a message to a shard channel", "7.0.0", "pubsub")
 .own(&[Own::MayReplicate])];

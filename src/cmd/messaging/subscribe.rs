@@ -43,6 +43,7 @@ pub static COMMANDS: &[Spec] = &[
         ),
     // The shard channels sit in key positions (`not_key` key specs in Redis).
     Spec::new("ssubscribe", -2, PUBSUB, ALL_KEYS, parse)
+        .key_specs("not_key@i1/r-1,1,0")
         .args("shardchannel*")
         .docs(
             "Receive the messages posted to shard channels",
@@ -50,6 +51,7 @@ pub static COMMANDS: &[Spec] = &[
             "pubsub",
         ),
     Spec::new("sunsubscribe", -1, PUBSUB, ALL_KEYS, parse)
+        .key_specs("not_key@i1/r-1,1,0")
         .args("shardchannel?*")
         .docs(
             "Stop receiving the messages of shard channels",

@@ -22,10 +22,12 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("eval", -3, SCRIPTING, NO_KEYS, parse)
+        .key_specs("RW,access,update@i2/n0,1,1")
         .args("script numkeys:integer key:key?* arg?*")
         .docs("Run a Lua script", "2.6.0", "scripting")
         .own(&[Own::MayReplicate]),
     Spec::new("evalsha", -3, SCRIPTING, NO_KEYS, parse)
+        .key_specs("RW,access,update@i2/n0,1,1")
         .args("sha1 numkeys:integer key:key?* arg?*")
         .docs(
             "Run a cached Lua script given its SHA1 digest",
@@ -34,10 +36,12 @@ pub static COMMANDS: &[Spec] = &[
         )
         .own(&[Own::MayReplicate]),
     Spec::new("eval_ro", -3, SCRIPTING_RO, NO_KEYS, parse)
+        .key_specs("RO,access@i2/n0,1,1")
         .args("script numkeys:integer key:key?* arg?*")
         .docs("Run a Lua script that may only read", "7.0.0", "scripting")
         .own(&[Own::MayReplicate]),
     Spec::new("evalsha_ro", -3, SCRIPTING_RO, NO_KEYS, parse)
+        .key_specs("RO,access@i2/n0,1,1")
         .args("sha1 numkeys:integer key:key?* arg?*")
         .docs(
             "Run a cached read-only Lua script given its SHA1 digest",

@@ -40,18 +40,23 @@ const TWO_KEYS: (i32, i32, i32) = (1, 2, 1);
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("sadd", -3, WRITE_GROW_FAST, ONE_KEY, parse_sadd)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key member*")
         .docs("Add members to a set", "1.0.0", "set"),
     Spec::new("srem", -3, WRITE_FAST, ONE_KEY, parse_srem)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key member*")
         .docs("Remove members from a set", "1.0.0", "set"),
     Spec::new("smembers", 2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs("Return every member of a set", "1.0.0", "set"),
     Spec::new("sismember", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key member")
         .docs("Tell whether a value is a member of a set", "1.0.0", "set"),
     Spec::new("smismember", -3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member*")
         .docs(
             "Tell for each of several values whether it is a member of a set",
@@ -59,12 +64,15 @@ pub static COMMANDS: &[Spec] = &[
             "set",
         ),
     Spec::new("scard", 2, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key")
         .docs("Count the members of a set", "1.0.0", "set"),
     Spec::new("spop", -2, WRITE_FAST, ONE_KEY, parse_spop)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key count:integer?")
         .docs("Remove and return random members of a set", "1.0.0", "set"),
     Spec::new("srandmember", -2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key count:integer?")
         .docs(
             "Return random members of a set without removing them",
@@ -72,9 +80,11 @@ pub static COMMANDS: &[Spec] = &[
             "set",
         ),
     Spec::new("smove", 4, WRITE_FAST, TWO_KEYS, parse_smove)
+        .key_specs("RW,access,delete@i1/r0,1,0 RW,insert@i2/r0,1,0")
         .args("source:key destination:key member")
         .docs("Move a member from one set to another", "1.0.0", "set"),
     Spec::new("sinter", -2, READ, ALL_KEYS, parse_combine)
+        .key_specs("RO,access@i1/r-1,1,0")
         .args("key:key*")
         .docs("Return the intersection of sets", "1.0.0", "set"),
     Spec::new(
@@ -84,6 +94,7 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_sintercard,
     )
+    .key_specs("RO,access@i1/n0,1,1")
     .args("numkeys:integer key:key* LIMIT=limit:integer?")
     .docs(
         "Count the members of the intersection of sets",
@@ -91,15 +102,19 @@ pub static COMMANDS: &[Spec] = &[
         "set",
     ),
     Spec::new("sinterstore", -3, WRITE, ALL_KEYS, parse_store)
+        .key_specs("RW,update@i1/r0,1,0 RO,access@i2/r-1,1,0")
         .args("destination:key key:key*")
         .docs("Store the intersection of sets in a key", "1.0.0", "set"),
     Spec::new("sunion", -2, READ, ALL_KEYS, parse_combine)
+        .key_specs("RO,access@i1/r-1,1,0")
         .args("key:key*")
         .docs("Return the union of sets", "1.0.0", "set"),
     Spec::new("sunionstore", -3, WRITE, ALL_KEYS, parse_store)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/r-1,1,0")
         .args("destination:key key:key*")
         .docs("Store the union of sets in a key", "1.0.0", "set"),
     Spec::new("sdiff", -2, READ, ALL_KEYS, parse_combine)
+        .key_specs("RO,access@i1/r-1,1,0")
         .args("key:key*")
         .docs(
             "Return the members of the first set that are in none of the others",
@@ -107,9 +122,11 @@ pub static COMMANDS: &[Spec] = &[
             "set",
         ),
     Spec::new("sdiffstore", -3, WRITE, ALL_KEYS, parse_store)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/r-1,1,0")
         .args("destination:key key:key*")
         .docs("Store the difference of sets in a key", "1.0.0", "set"),
     Spec::new("sscan", -3, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key cursor:integer MATCH=pattern:pattern? COUNT=count:integer?")
         .docs(
             "Walk the members of a set a few at a time with a cursor",

@@ -22,18 +22,21 @@ use crate::state::Keyspace;
 /// This file's rows of the command table (SET's conditions are parsed by `set.rs`).
 pub static COMMANDS: &[Spec] = &[
     Spec::new("delex", -2, WRITE_FAST, ONE_KEY, parse_delex)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key condition@(IFEQ=ifeq-value|IFNE=ifne-value|IFDEQ=ifeq-digest|IFDNE=ifne-digest)?").docs(
         "Remove a key, optionally only if its value or digest matches a condition",
         "8.4.0",
         "string",
     ),
     Spec::new("delifeq", 3, WRITE_FAST, ONE_KEY, parse_delifeq)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key value").docs(
         "Remove a key only if it holds the given string (Valkey)",
         "9.0.0",
         "string",
     ),
     Spec::new("digest", 2, READ_FAST, ONE_KEY, parse_digest)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key").docs(
         "Return the XXH3 digest of a string value as 16 hex digits",
         "8.4.0",

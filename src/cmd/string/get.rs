@@ -12,9 +12,11 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("get", 2, READ_FAST, ONE_KEY, parse)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key")
         .docs("Return the string stored at a key", "1.0.0", "string"),
     Spec::new("getdel", 2, WRITE_FAST, ONE_KEY, parse_getdel)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Return the string stored at a key and remove the key",

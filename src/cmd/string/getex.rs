@@ -14,12 +14,14 @@ use crate::state::{notify, Keyspace};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("getex", -2, WRITE_FAST, ONE_KEY, parse_getex)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key expiration@(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|PERSIST)?").docs(
         "Return the string stored at a key and change or remove its expiry",
         "6.2.0",
         "string",
     ),
     Spec::new("getset", 3, WRITE_GROW_FAST, ONE_KEY, parse_getset)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key value").docs(
         "Store a string at a key and return the old one",
         "1.0.0",

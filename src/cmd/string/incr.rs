@@ -13,9 +13,11 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("incr", 2, WRITE_GROW_FAST, ONE_KEY, parse)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key")
         .docs("Add one to the integer stored at a key", "1.0.0", "string"),
     Spec::new("decr", 2, WRITE_GROW_FAST, ONE_KEY, parse)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Subtract one from the integer stored at a key",
@@ -23,6 +25,7 @@ pub static COMMANDS: &[Spec] = &[
             "string",
         ),
     Spec::new("incrby", 3, WRITE_GROW_FAST, ONE_KEY, parse)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key increment:integer")
         .docs(
             "Add an amount to the integer stored at a key",
@@ -30,6 +33,7 @@ pub static COMMANDS: &[Spec] = &[
             "string",
         ),
     Spec::new("decrby", 3, WRITE_GROW_FAST, ONE_KEY, parse)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key decrement:integer")
         .docs(
             "Subtract an amount from the integer stored at a key",

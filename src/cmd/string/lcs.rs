@@ -15,6 +15,7 @@ use crate::state::{Keyspace, Value};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("lcs", -3, READ, (1, 2, 1), parse)
+    .key_specs("RO,access@i1/r1,1,0")
     .args("key1:key key2:key LEN? IDX? MINMATCHLEN=len:integer? WITHMATCHLEN?")
     .docs(
         "Find the longest common subsequence of two strings",

@@ -13,12 +13,15 @@ use crate::state::{notify, Keyspace, Value};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("mget", -2, READ_FAST, ALL_KEYS, parse_mget)
+        .key_specs("RO,access@i1/r-1,1,0")
         .args("key:key*")
         .docs("Return the values of several keys", "1.0.0", "string"),
     Spec::new("mset", -3, WRITE, (1, -1, 2), parse_mset)
+        .key_specs("OW,update@i1/r-1,2,0")
         .args("key_value@{key:key value}*")
         .docs("Store several strings at once", "1.0.1", "string"),
     Spec::new("msetnx", -3, WRITE, (1, -1, 2), parse_mset)
+        .key_specs("OW,insert@i1/r-1,2,0")
         .args("key_value@{key:key value}*")
         .docs(
             "Store several strings only if none of the keys exists",

@@ -16,24 +16,28 @@ use crate::state::Keyspace;
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("set", -3, WRITE, ONE_KEY, parse)
+        .key_specs("RW,access,update,variable_flags@i1/r0,1,0")
         .args("key:key value condition@(NX|XX|IFEQ=ifeq-value|IFNE=ifne-value|IFDEQ=ifeq-digest|IFDNE=ifne-digest)? GET? expiration@(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|KEEPTTL)?").docs(
         "Store a string at a key, with optional expiry and conditions",
         "1.0.0",
         "string",
     ),
     Spec::new("setnx", 3, WRITE_GROW_FAST, ONE_KEY, parse_setnx)
+        .key_specs("OW,insert@i1/r0,1,0")
         .args("key:key value").docs(
         "Store a string only if the key is absent",
         "1.0.0",
         "string",
     ),
     Spec::new("setex", 4, WRITE, ONE_KEY, parse_setex)
+        .key_specs("OW,update@i1/r0,1,0")
         .args("key:key seconds:integer value").docs(
         "Store a string with a time to live in seconds",
         "2.0.0",
         "string",
     ),
     Spec::new("psetex", 4, WRITE, ONE_KEY, parse_setex)
+        .key_specs("OW,update@i1/r0,1,0")
         .args("key:key milliseconds:integer value").docs(
         "Store a string with a time to live in milliseconds",
         "2.6.0",

@@ -26,9 +26,11 @@ pub const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-b
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("append", 3, WRITE_GROW_FAST, ONE_KEY, parse_write)
+        .key_specs("RW,insert@i1/r0,1,0")
         .args("key:key value")
         .docs("Append a string to the value of a key", "2.0.0", "string"),
     Spec::new("setrange", 4, WRITE, ONE_KEY, parse_write)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key offset:integer value")
         .docs(
             "Overwrite part of a string from an offset",
@@ -36,6 +38,7 @@ pub static COMMANDS: &[Spec] = &[
             "string",
         ),
     Spec::new("incrbyfloat", 3, WRITE_GROW_FAST, ONE_KEY, parse_write)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key increment:double")
         .docs(
             "Add a floating point amount to the number stored at a key",
@@ -43,6 +46,7 @@ pub static COMMANDS: &[Spec] = &[
             "string",
         ),
     Spec::new("strlen", 2, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key")
         .docs(
             "Return the length of the string stored at a key",
@@ -50,6 +54,7 @@ pub static COMMANDS: &[Spec] = &[
             "string",
         ),
     Spec::new("getrange", 4, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key start:integer end:integer")
         .docs(
             "Return part of the string stored at a key",
@@ -57,6 +62,7 @@ pub static COMMANDS: &[Spec] = &[
             "string",
         ),
     Spec::new("substr", 4, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key start:integer end:integer")
         .docs(
             "Return part of the string stored at a key (the older name of GETRANGE)",

@@ -35,6 +35,7 @@ pub static COMMANDS: &[Spec] = &[
         "transactions",
     ),
     Spec::new("watch", -2, TXN, ALL_KEYS, parse)
+        .key_specs("RO@i1/r-1,1,0")
         .args("key:key*")
         .docs(
             "Make the next EXEC fail if any of these keys changes",

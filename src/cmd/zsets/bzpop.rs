@@ -22,18 +22,21 @@ const BLOCKING_MOVABLE: &[&str] = &["write", "blocking", "movablekeys"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("bzpopmin", -3, BLOCKING_FAST, (1, -2, 1), parse)
+        .key_specs("RW,access,delete@i1/r-2,1,0")
         .args("key:key* timeout:double").docs(
         "Pop the lowest-scored member of the first non-empty sorted set, waiting while all are empty",
         "5.0.0",
         "sorted-set",
     ),
     Spec::new("bzpopmax", -3, BLOCKING_FAST, (1, -2, 1), parse)
+        .key_specs("RW,access,delete@i1/r-2,1,0")
         .args("key:key* timeout:double").docs(
         "Pop the highest-scored member of the first non-empty sorted set, waiting while all are empty",
         "5.0.0",
         "sorted-set",
     ),
     Spec::new("bzmpop", -5, BLOCKING_MOVABLE, NO_KEYS, parse_bzmpop)
+        .key_specs("RW,access,delete@i2/n0,1,1")
         .args("timeout:double numkeys:integer key:key* where@(MIN|MAX) COUNT=count:integer?").docs(
         "Pop members from the first non-empty sorted set of several, waiting while all are empty",
         "7.0.0",

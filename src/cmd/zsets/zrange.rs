@@ -22,42 +22,49 @@ const G: &str = "sorted-set";
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("zrange", -4, READ, ONE_KEY, parse_zrange)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key start stop sortby@(BYSCORE|BYLEX)? REV? offset_count@LIMIT={offset:integer count:integer}? WITHSCORES?").docs(
         "Return a range of sorted-set members, by rank, score or member",
         "1.2.0",
         G,
     ),
     Spec::new("zrevrange", -4, READ, ONE_KEY, parse_zrange)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key start:integer stop:integer WITHSCORES?").docs(
         "Return a range of sorted-set members by rank, highest score first",
         "1.2.0",
         G,
     ),
     Spec::new("zrangebyscore", -4, READ, ONE_KEY, parse_zrange)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key min:double max:double WITHSCORES? offset_count@LIMIT={offset:integer count:integer}?").docs(
         "Return the sorted-set members inside a score range",
         "1.0.5",
         G,
     ),
     Spec::new("zrevrangebyscore", -4, READ, ONE_KEY, parse_zrange)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key max:double min:double WITHSCORES? offset_count@LIMIT={offset:integer count:integer}?").docs(
         "Return the sorted-set members inside a score range, highest first",
         "2.2.0",
         G,
     ),
     Spec::new("zrangebylex", -4, READ, ONE_KEY, parse_zrange)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key min max offset_count@LIMIT={offset:integer count:integer}?").docs(
         "Return the sorted-set members inside a lexicographic range",
         "2.8.9",
         G,
     ),
     Spec::new("zrevrangebylex", -4, READ, ONE_KEY, parse_zrange)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key max min offset_count@LIMIT={offset:integer count:integer}?").docs(
         "Return the sorted-set members inside a lexicographic range, in reverse",
         "2.8.9",
         G,
     ),
     Spec::new("zrangestore", -5, WRITE, (1, 2, 1), parse_zrangestore)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/r0,1,0")
         .args("dst:key src:key min max sortby@(BYSCORE|BYLEX)? REV? offset_count@LIMIT={offset:integer count:integer}?").docs(
         "Store a range of a sorted set in another key",
         "6.2.0",

@@ -35,108 +35,126 @@ pub const WRITE_MOVABLE: &[&str] = &["write", "movablekeys"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("zadd", -4, WRITE_GROW_FAST, ONE_KEY, parse_zadd)
+        .key_specs("RW,update@i1/r0,1,0")
         .args("key:key condition@(NX|XX)? comparison@(GT|LT)? change@CH? increment@INCR? score_member@{score:double member}*").docs(
         "Add members to a sorted set, or update their scores",
         "1.2.0",
         G,
     ),
     Spec::new("zincrby", 4, WRITE_GROW_FAST, ONE_KEY, parse_zadd)
+        .key_specs("RW,access,update@i1/r0,1,0")
         .args("key:key increment:integer member").docs(
         "Add to the score of a sorted-set member",
         "1.2.0",
         G,
     ),
     Spec::new("zrem", -3, WRITE_FAST, ONE_KEY, parse_zrem)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key member*").docs(
         "Remove members from a sorted set",
         "1.2.0",
         G,
     ),
     Spec::new("zcard", 2, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO@i1/r0,1,0")
         .args("key:key").docs(
         "Count the members of a sorted set",
         "1.2.0",
         G,
     ),
     Spec::new("zscore", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member").docs(
         "Return the score of a sorted-set member",
         "1.2.0",
         G,
     ),
     Spec::new("zmscore", -3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member*").docs(
         "Return the scores of several sorted-set members",
         "6.2.0",
         G,
     ),
     Spec::new("zrank", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member").docs(
         "Return a member's rank in a sorted set, lowest score first",
         "2.0.0",
         G,
     ),
     Spec::new("zrevrank", 3, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key member").docs(
         "Return a member's rank in a sorted set, highest score first",
         "2.0.0",
         G,
     ),
     Spec::new("zcount", 4, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key min:double max:double").docs(
         "Count the sorted-set members inside a score range",
         "2.0.0",
         G,
     ),
     Spec::new("zlexcount", 4, READ_FAST, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key min max").docs(
         "Count the sorted-set members inside a lexicographic range",
         "2.8.9",
         G,
     ),
     Spec::new("zremrangebyrank", 4, WRITE_SLOW, ONE_KEY, parse_zremrange)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key start:integer stop:integer").docs(
         "Remove the sorted-set members inside a rank range",
         "2.0.0",
         G,
     ),
     Spec::new("zremrangebyscore", 4, WRITE_SLOW, ONE_KEY, parse_zremrange)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key min:double max:double").docs(
         "Remove the sorted-set members inside a score range",
         "1.2.0",
         G,
     ),
     Spec::new("zremrangebylex", 4, WRITE_SLOW, ONE_KEY, parse_zremrange)
+        .key_specs("RW,delete@i1/r0,1,0")
         .args("key:key min max").docs(
         "Remove the sorted-set members inside a lexicographic range",
         "2.8.9",
         G,
     ),
     Spec::new("zpopmin", -2, WRITE_FAST, ONE_KEY, parse_zpop)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key count:integer?").docs(
         "Remove and return the lowest-scored members of a sorted set",
         "5.0.0",
         G,
     ),
     Spec::new("zpopmax", -2, WRITE_FAST, ONE_KEY, parse_zpop)
+        .key_specs("RW,access,delete@i1/r0,1,0")
         .args("key:key count:integer?").docs(
         "Remove and return the highest-scored members of a sorted set",
         "5.0.0",
         G,
     ),
     Spec::new("zmpop", -4, WRITE_MOVABLE, NO_KEYS, parse_zmpop)
+        .key_specs("RW,access,delete@i1/n0,1,1")
         .args("numkeys:integer key:key* where@(MIN|MAX) COUNT=count:integer?").docs(
         "Remove and return members from the first non-empty sorted set of several",
         "7.0.0",
         G,
     ),
     Spec::new("zrandmember", -2, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key options@{count:integer WITHSCORES?}?").docs(
         "Return random members of a sorted set",
         "6.2.0",
         G,
     ),
     Spec::new("zscan", -3, READ, ONE_KEY, parse_read)
+        .key_specs("RO,access@i1/r0,1,0")
         .args("key:key cursor:integer MATCH=pattern:pattern? COUNT=count:integer?").docs(
         "Iterate over the members and scores of a sorted set",
         "2.8.0",

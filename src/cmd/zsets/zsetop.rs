@@ -25,42 +25,49 @@ const WRITE_MOVABLE: &[&str] = &["write", "denyoom", "movablekeys"];
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("zinter", -3, READ_MOVABLE, NO_KEYS, parse_op)
+        .key_specs("RO,access@i1/n0,1,1")
         .args("numkeys:integer key:key* WEIGHTS=weight:integer?* aggregate@AGGREGATE=(SUM|MIN|MAX)? WITHSCORES?").docs(
         "Return the intersection of sorted sets",
         "6.2.0",
         G,
     ),
     Spec::new("zunion", -3, READ_MOVABLE, NO_KEYS, parse_op)
+        .key_specs("RO,access@i1/n0,1,1")
         .args("numkeys:integer key:key* WEIGHTS=weight:integer?* aggregate@AGGREGATE=(SUM|MIN|MAX)? WITHSCORES?").docs(
         "Return the union of sorted sets",
         "6.2.0",
         G,
     ),
     Spec::new("zdiff", -3, READ_MOVABLE, NO_KEYS, parse_op)
+        .key_specs("RO,access@i1/n0,1,1")
         .args("numkeys:integer key:key* WITHSCORES?").docs(
         "Return the difference between the first sorted set and the others",
         "6.2.0",
         G,
     ),
     Spec::new("zinterstore", -4, WRITE_MOVABLE, (1, 1, 1), parse_store)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/n0,1,1")
         .args("destination:key numkeys:integer key:key* WEIGHTS=weight:integer?* aggregate@AGGREGATE=(SUM|MIN|MAX)?").docs(
         "Store the intersection of sorted sets",
         "2.0.0",
         G,
     ),
     Spec::new("zunionstore", -4, WRITE_MOVABLE, (1, 1, 1), parse_store)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/n0,1,1")
         .args("destination:key numkeys:integer key:key* WEIGHTS=weight:integer?* aggregate@AGGREGATE=(SUM|MIN|MAX)?").docs(
         "Store the union of sorted sets",
         "2.0.0",
         G,
     ),
     Spec::new("zdiffstore", -4, WRITE_MOVABLE, (1, 1, 1), parse_store)
+        .key_specs("OW,update@i1/r0,1,0 RO,access@i2/n0,1,1")
         .args("destination:key numkeys:integer key:key*").docs(
         "Store the difference between the first sorted set and the others",
         "6.2.0",
         G,
     ),
     Spec::new("zintercard", -3, READ_MOVABLE, NO_KEYS, parse_op)
+        .key_specs("RO,access@i1/n0,1,1")
         .args("numkeys:integer key:key* LIMIT=limit:integer?").docs(
         "Count the members of the intersection of sorted sets",
         "7.0.0",
