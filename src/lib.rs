@@ -10,9 +10,11 @@
 //! ```text
 //! TCP bytes -> resp::parse (request) -> cmd::parse (dispatch table) -> Request
 //!   Request::Conn  -> server::session (HELLO, CLIENT, INFO, ...)
-//!   Request::Write -> server::proposer (batch) -> raft (log entry, fsync) -> store::state_machine
+//!   Request::Data, a write (!Command::is_read)
+//!                  -> server::proposer (batch) -> raft (log entry, fsync) -> store::state_machine
 //!                     -> cmd::Command::apply on state::Keyspace -> Reply
-//!   Request::Read  -> server::reader (one ReadIndex round per batch) -> Command::query -> Reply
+//!   Request::Data, a read (Command::is_read)
+//!                  -> server::reader (one ReadIndex round per batch) -> Command::query -> Reply
 //! Reply -> resp::frame (RESP2 or RESP3 bytes)
 //! ```
 //!

@@ -167,7 +167,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         ("setuser", 1..) => {
             let name = user_name(&args.arg()?)?;
             let rules = args.rest().into_iter().map(hash_rule).collect();
-            return Ok(Request::Write(Command::AclSetUser(AclSetUser {
+            return Ok(Request::Data(Command::AclSetUser(AclSetUser {
                 name,
                 rules,
             })));
@@ -175,7 +175,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         ("deluser", 1..) => {
             let names = args.rest();
             let names = names.iter().map(|n| String::from_utf8_lossy(n).into_owned());
-            return Ok(Request::Write(Command::AclDelUser(AclDelUser {
+            return Ok(Request::Data(Command::AclDelUser(AclDelUser {
                 names: names.collect(),
             })));
         }
@@ -586,7 +586,7 @@ mod tests {
     fn forwarded_commands_are_checked_by_what_they_do() {
         let u = user("on ~lock:* -@all +@palisade +get");
         let parsed = |line: &str| match super::super::parse(argv(line)) {
-            Ok(Request::Write(c) | Request::Read(c)) => c,
+            Ok(Request::Data(c)) => c,
             other => panic!("{other:?}"),
         };
         assert!(check_forwarded(&u, "u", &parsed("LOCK lock:a o PX 100")).is_ok());
@@ -634,7 +634,7 @@ mod tests {
 
     #[test]
     fn setuser_hashes_passwords_before_the_log() {
-        let Ok(Request::Write(Command::AclSetUser(s))) =
+        let Ok(Request::Data(Command::AclSetUser(s))) =
             super::super::parse(argv("ACL SETUSER a on >secret <old"))
         else {
             panic!()

@@ -184,10 +184,10 @@ pub struct Ctx {
 /// What a parsed request needs from the server.
 #[derive(Debug)]
 pub enum Request {
-    /// A write: proposed through the Raft log.
-    Write(Command),
-    /// A linearizable read: served after a ReadIndex round.
-    Read(Command),
+    /// A data command. A write (`!is_read()`) is proposed through the Raft log; a read
+    /// (`is_read()`, declared once on its log type) is served linearizably after a
+    /// ReadIndex round.
+    Data(Command),
     /// A connection-level command, handled by the session.
     Conn(ConnCmd),
     /// A cluster administration command (RAFT.*).
@@ -246,8 +246,8 @@ pub(crate) fn run_line(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
         .collect();
     let rev = ks.bump_revision();
     match parse(argv) {
-        Ok(Request::Write(c)) => c.apply(ks, Ctx { now, revision: rev }),
-        Ok(Request::Read(c)) => c.query(ks, now),
+        Ok(Request::Data(c)) if c.is_read() => c.query(ks, now),
+        Ok(Request::Data(c)) => c.apply(ks, Ctx { now, revision: rev }),
         Ok(Request::Conn(_) | Request::Admin(_)) => panic!("not a data command"),
         Err(e) => e,
     }

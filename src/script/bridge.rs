@@ -89,12 +89,12 @@ pub fn execute(
     }
     match (spec.parse)(&mut Args::new(argv)) {
         Err(reply) => reply,
-        Ok(Request::Read(Command::Sort(s))) => {
+        Ok(Request::Data(Command::Sort(s))) => {
             let ks = access.ks();
             Command::Sort(s.for_script(ks, now)).query(ks, now)
         }
-        Ok(Request::Read(c)) => c.query(access.ks(), now),
-        Ok(Request::Write(c)) => match access {
+        Ok(Request::Data(c)) if c.is_read() => c.query(access.ks(), now),
+        Ok(Request::Data(c)) => match access {
             Access::Read(_) => read_only_script(),
             Access::Write(ks) => {
                 let revision = ks.bump_revision();

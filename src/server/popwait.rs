@@ -267,7 +267,7 @@ fn give_back(cmd: &Command, reply: &Reply) -> Option<Command> {
         _ => return None,
     };
     match crate::cmd::parse(line) {
-        Ok(Request::Write(c)) => Some(c),
+        Ok(Request::Data(c)) => Some(c),
         _ => None,
     }
 }
@@ -302,7 +302,7 @@ mod tests {
             .map(|s| Bytes::copy_from_slice(s.as_bytes()))
             .collect();
         match crate::cmd::parse(argv) {
-            Ok(Request::Write(c)) => c,
+            Ok(Request::Data(c)) => c,
             _ => panic!("{line}"),
         }
     }

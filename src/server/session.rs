@@ -413,13 +413,13 @@ impl Session {
         };
         let timed = self.timed(&argv);
         let parsed = resolved.and_then(|spec| (spec.parse)(&mut Args::new(argv)));
-        if let Ok(Request::Write(c)) = &parsed {
+        if let Ok(Request::Data(c)) = &parsed {
             self.pubsub.lost.before(c);
         }
         match parsed {
             Err(reply) => self.slots.push(Slot::Ready(reply)),
-            Ok(Request::Write(c)) => self.dispatch_write(c, timed, stream).await?,
-            Ok(Request::Read(c)) => self.dispatch_read(c, timed, stream).await?,
+            Ok(Request::Data(c)) if c.is_read() => self.dispatch_read(c, timed, stream).await?,
+            Ok(Request::Data(c)) => self.dispatch_write(c, timed, stream).await?,
             Ok(Request::Conn(c)) => self.dispatch_conn(c, timed, raw, stream).await?,
             Ok(Request::Admin(c)) => {
                 self.finish_slots(stream).await?;
@@ -607,7 +607,7 @@ impl Session {
     /// make of it are the node's own (a user may run OBJECT on a key without GET).
     async fn read(&self, argv: Vec<Bytes>) -> Reply {
         match cmd::parse(argv) {
-            Ok(Request::Read(c)) => {
+            Ok(Request::Data(c)) if c.is_read() => {
                 let rx = self.shared.reader.submit(c);
                 await_read(rx, self.write_deadline()).await
             }

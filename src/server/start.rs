@@ -122,17 +122,6 @@ pub struct Server {
 impl Server {
     /// Opens storage, starts Raft, binds the client port and starts serving.
     pub async fn start(config: Config) -> anyhow::Result<Server> {
-        let settings = NodeSettings {
-            node_id: config.node_id,
-            peer_addr: config.peer_addr(),
-            dir: config.dir.clone(),
-            snapshot_every: config.snapshot_every,
-            peers: config.peers.clone(),
-            join: config.join,
-            lose_unsynced_writes: config.test_lose_unsynced_writes,
-            broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).map_or(true, |v| v != "0"),
-            peer_auth: PeerAuth::default(),
-        };
         let output_limits = crate::cmd::config::obuf::OutputLimits::default()
             .with(
                 config
@@ -148,10 +137,39 @@ impl Server {
             )?)),
             None => None,
         };
-        let mut settings = settings;
-        settings.peer_auth = PeerAuth::new(config.cluster_secret.clone())
-            .with_tls(tls.clone().filter(|_| config.tls_cluster));
         // Bind first: a port conflict should fail before Raft touches the data directory.
+        let ports = Ports::bind(&config, &tls).await?;
+        let node = node::start(&node_settings(&config, &tls)).await?;
+        let shared = Self::shared(config, &node, &ports, tls, &output_limits)?;
+        Self::serve(shared, node, ports)
+    }
+}
+
+/// What Raft's node needs from the command line.
+fn node_settings(config: &Config, tls: &Option<Arc<crate::tls::Tls>>) -> NodeSettings {
+    NodeSettings {
+        node_id: config.node_id,
+        peer_addr: config.peer_addr(),
+        dir: config.dir.clone(),
+        snapshot_every: config.snapshot_every,
+        peers: config.peers.clone(),
+        join: config.join,
+        lose_unsynced_writes: config.test_lose_unsynced_writes,
+        broadcast_submitted: std::env::var(BROADCAST_SUBMITTED_ENV).map_or(true, |v| v != "0"),
+        peer_auth: PeerAuth::new(config.cluster_secret.clone())
+            .with_tls(tls.clone().filter(|_| config.tls_cluster)),
+    }
+}
+
+/// Every port the node listens on, bound before Raft starts.
+struct Ports {
+    listeners: Listeners,
+    metrics: Option<TcpListener>,
+    peer: TcpListener,
+}
+
+impl Ports {
+    async fn bind(config: &Config, tls: &Option<Arc<crate::tls::Tls>>) -> anyhow::Result<Ports> {
         let listeners = Listeners {
             plain: bind_client_port(&config.bind, config.port).await?,
             tls: match (&tls, &config.tls) {
@@ -173,33 +191,47 @@ impl Server {
                 "no --cluster-secret or --tls-cluster: the peer port listens on loopback only, so this node cannot be joined by others; set a cluster secret to form a cluster"
             );
         }
-        let peer_listener = TcpListener::bind((peer_bind.as_str(), config.peer_port))
+        let peer = TcpListener::bind((peer_bind.as_str(), config.peer_port))
             .await
             .with_context(|| format!("binding peer port {peer_bind}:{}", config.peer_port))?;
-        let node = node::start(&settings).await?;
-        let addr = listeners.addr()?;
+        Ok(Ports {
+            listeners,
+            metrics: metrics_listener,
+            peer,
+        })
+    }
+}
+
+impl Server {
+    /// The state every task and connection shares.
+    fn shared(
+        config: Config,
+        node: &node::Node,
+        ports: &Ports,
+        tls: Option<Arc<crate::tls::Tls>>,
+        output_limits: &crate::cmd::config::obuf::OutputLimits,
+    ) -> anyhow::Result<Arc<Shared>> {
+        let (acl, start_revision, apply_timing) = {
+            let st = node
+                .state
+                .read()
+                .map_err(|_| anyhow::anyhow!("state lock poisoned"))?;
+            (
+                st.acl.subscribe(),
+                st.ks.revision(),
+                st.apply_seconds.clone(),
+            )
+        };
+        let addr = ports.listeners.addr()?;
         // CONFIG GET port: 0 when only TLS is served, as in Redis.
-        let plain_port = match &listeners.plain {
+        let plain_port = match &ports.listeners.plain {
             Some(l) => l.local_addr()?.port(),
             None => 0,
         };
         let clock = Clock::with_fault(config.test_clock_offset_ms, config.test_clock_rate_ppm);
         let link = Arc::new(LeaderLink::new(node.raft.clone(), node.ctx.clone()));
-        let acl = node
-            .state
-            .read()
-            .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
-            .acl
-            .subscribe();
         let timeout = Duration::from_millis(config.write_timeout_ms);
         let started_unix = unix_secs();
-        let (start_revision, apply_timing) = {
-            let st = node
-                .state
-                .read()
-                .map_err(|_| anyhow::anyhow!("state lock poisoned"))?;
-            (st.ks.revision(), st.apply_seconds.clone())
-        };
         let shared = Arc::new(Shared {
             peer_refusals: Default::default(),
             proposer: Proposer::start(node.raft.clone(), clock, link.clone(), timeout),
@@ -211,7 +243,7 @@ impl Server {
                 timeout,
             ),
             raft: node.raft.clone(),
-            state: node.state,
+            state: node.state.clone(),
             clock,
             clients: Clients::default(),
             stats: Stats::default(),
@@ -226,7 +258,7 @@ impl Server {
             settings: crate::cmd::config::Store::new(&start_params(
                 &config,
                 plain_port,
-                &output_limits,
+                output_limits,
             )),
             tls,
             slowlog: Default::default(),
@@ -236,7 +268,8 @@ impl Server {
             acl,
             acl_log: Default::default(),
             announced: Default::default(),
-            metrics: metrics_listener
+            metrics: ports
+                .metrics
                 .is_some()
                 .then(|| metrics::Metrics::new(&node.sync.fsync_seconds, &apply_timing)),
             config,
@@ -247,6 +280,17 @@ impl Server {
             .write()
             .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
             .notify_flags = shared.settings.live.notify_flags.clone();
+        Ok(shared)
+    }
+
+    /// Starts the peer service and the server's tasks, then accepts clients.
+    fn serve(shared: Arc<Shared>, node: node::Node, ports: Ports) -> anyhow::Result<Server> {
+        let Ports {
+            listeners,
+            metrics: metrics_listener,
+            peer: peer_listener,
+        } = ports;
+        let addr = shared.addr;
         // Subscribed before the first client connects, so that no grant to a waiter is missed.
         let lock_events = shared
             .state

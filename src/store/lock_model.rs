@@ -217,7 +217,7 @@ fn parsed(text: &str) -> Command {
         .map(|w| Bytes::copy_from_slice(w.as_bytes()))
         .collect();
     match parse(argv) {
-        Ok(Request::Write(c)) => c,
+        Ok(Request::Data(c)) => c,
         other => panic!("{text}: not a write: {other:?}"),
     }
 }
@@ -242,7 +242,7 @@ fn script(key: usize, owner: usize, which: u8) -> Command {
     .map(|w| Bytes::copy_from_slice(w.as_bytes()))
     .collect();
     match parse(argv) {
-        Ok(Request::Write(c)) => c,
+        Ok(Request::Data(c)) => c,
         other => panic!("EVAL: not a write: {other:?}"),
     }
 }

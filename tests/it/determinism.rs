@@ -58,7 +58,7 @@ const SCRIPTS: [&str; 6] = [
 fn parse(words: &[&str]) -> Command {
     let argv = words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes()));
     match palisade::cmd::parse(argv.collect()) {
-        Ok(Request::Write(c)) => c,
+        Ok(Request::Data(c)) => c,
         other => panic!("{words:?} is not a write: {other:?}"),
     }
 }

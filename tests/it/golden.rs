@@ -253,7 +253,7 @@ fn b(s: &str) -> Bytes {
 
 fn parsed(line: &str) -> Command {
     match palisade::cmd::parse(line.split(' ').map(b).collect()) {
-        Ok(Request::Write(c) | Request::Read(c)) => c,
+        Ok(Request::Data(c)) => c,
         other => panic!("{line}: not a replicated command: {other:?}"),
     }
 }

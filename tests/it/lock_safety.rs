@@ -168,7 +168,7 @@ fn a_forwarded_write_is_never_forwarded_again() {
         Bytes::from_static(b"twohops"),
         Bytes::from_static(b"1"),
     ]) {
-        Ok(palisade::cmd::Request::Write(c)) => c,
+        Ok(palisade::cmd::Request::Data(c)) => c,
         other => panic!("SET: {other:?}"),
     };
     let body = PeerRequest::Forward {

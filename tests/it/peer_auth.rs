@@ -34,7 +34,7 @@ fn intruder_requests(cluster_id: u64, from: u64, target: u64) -> Vec<(&'static s
     };
     let big_term = Vote::new(1_000, from);
     let set = match palisade::cmd::parse(vec![b("SET"), b("pwned"), b("1")]) {
-        Ok(palisade::cmd::Request::Write(c)) => c,
+        Ok(palisade::cmd::Request::Data(c)) => c,
         other => panic!("SET: {other:?}"),
     };
     vec![

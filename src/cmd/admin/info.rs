@@ -6,6 +6,7 @@
 //! that tools such as Prometheus' redis_exporter read them unchanged; a field is printed only
 //! where Palisade can fill it honestly.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use crate::cmd::connection::ConnCmd;
@@ -218,240 +219,257 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     Ok(Request::Conn(ConnCmd::Info(sections)))
 }
 
+/// One section's `field:value` lines.
+type Lines = Vec<(Cow<'static, str>, String)>;
+
+/// Lines whose field names are fixed.
+fn fixed(lines: Vec<(&'static str, String)>) -> Lines {
+    lines
+        .into_iter()
+        .map(|(k, v)| (Cow::Borrowed(k), v))
+        .collect()
+}
+
+/// An INFO section: the name a client asks for, its `# Title`, and its lines.
+type Section = (&'static str, &'static str, fn(&InfoData) -> Lines);
+
+/// Every section, in Redis's order, then Palisade's `# Raft`.
+const SECTIONS: &[Section] = &[
+    ("server", "Server", server),
+    ("clients", "Clients", clients),
+    ("memory", "Memory", memory),
+    ("persistence", "Persistence", persistence),
+    ("stats", "Stats", stats),
+    ("replication", "Replication", replication),
+    ("cpu", "CPU", cpu),
+    ("modules", "Modules", |_| Vec::new()),
+    ("commandstats", "Commandstats", commandstats),
+    ("errorstats", "Errorstats", errorstats),
+    ("cluster", "Cluster", |_| {
+        fixed(vec![("cluster_enabled", "0".into())])
+    }),
+    ("raft", "Raft", raft),
+    ("keyspace", "Keyspace", keyspace),
+];
+
+/// True if the request (`INFO a b ...`, lower-case) asks for section `name`.
+fn wanted(requested: &[String], name: &str) -> bool {
+    if requested.is_empty() {
+        return DEFAULT.contains(&name);
+    }
+    requested.iter().any(|r| {
+        r == name
+            || ((r == "all" || r == "everything")
+                && (DEFAULT.contains(&name) || NOT_DEFAULT.contains(&name)))
+            || (r == "default" && DEFAULT.contains(&name))
+    })
+}
+
 /// Renders the requested sections.
 pub fn render(requested: &[String], d: &InfoData) -> String {
-    let want = |name: &str| {
-        if requested.is_empty() {
-            return DEFAULT.contains(&name);
-        }
-        requested.iter().any(|r| {
-            r == name
-                || ((r == "all" || r == "everything")
-                    && (DEFAULT.contains(&name) || NOT_DEFAULT.contains(&name)))
-                || (r == "default" && DEFAULT.contains(&name))
-        })
-    };
     let mut out = String::new();
-    let mut section = |name: &str, title: &str, lines: Vec<(&str, String)>| {
-        if want(name) {
-            if !out.is_empty() {
-                out.push_str("\r\n");
-            }
-            let _ = write!(out, "# {title}\r\n");
-            for (k, v) in lines {
-                let _ = write!(out, "{k}:{v}\r\n");
-            }
+    for (_, title, lines) in SECTIONS.iter().filter(|s| wanted(requested, s.0)) {
+        if !out.is_empty() {
+            out.push_str("\r\n");
         }
-    };
-    section(
-        "server",
-        "Server",
-        vec![
-            ("redis_version", "7.2.0".into()),
-            ("palisade_version", d.version.into()),
-            ("redis_mode", "standalone".into()),
-            ("os", std::env::consts::OS.into()),
-            ("arch_bits", "64".into()),
-            ("process_id", d.process_id.to_string()),
-            ("run_id", d.run_id.clone()),
-            ("tcp_port", d.tcp_port.to_string()),
-            ("uptime_in_seconds", d.uptime_secs.to_string()),
-            ("uptime_in_days", (d.uptime_secs / 86400).to_string()),
-        ],
-    );
-    section(
-        "clients",
-        "Clients",
-        vec![
-            ("connected_clients", d.connected_clients.to_string()),
-            ("maxclients", d.maxclients.to_string()),
-            (
-                "client_recent_max_output_buffer",
-                d.client_recent_max_output_buffer.to_string(),
-            ),
-            ("blocked_clients", d.blocked_clients.to_string()),
-        ],
-    );
-    section(
-        "memory",
-        "Memory",
-        vec![
-            ("used_memory", d.allocator.0.to_string()),
-            ("used_memory_rss", d.used_memory_rss.to_string()),
-            ("mem_allocator", "jemalloc-5.3.0".into()),
-            ("allocator_resident", d.allocator.1.to_string()),
-            ("rocksdb_memtables", d.db_memory.memtables.to_string()),
-            ("rocksdb_block_cache", d.db_memory.block_cache.to_string()),
-            (
-                "rocksdb_table_readers",
-                d.db_memory.table_readers.to_string(),
-            ),
-            ("used_memory_peak", d.used_memory_peak.to_string()),
-            ("number_of_cached_scripts", d.cached_scripts.to_string()),
-            ("maxmemory", "0".into()),
-            ("maxmemory_policy", "noeviction".into()),
-        ],
-    );
-    section(
-        "persistence",
-        "Persistence",
-        vec![
-            ("loading", "0".into()),
-            (
-                "rdb_changes_since_last_save",
-                d.rdb.changes_since_last_save.to_string(),
-            ),
-            (
-                "rdb_bgsave_in_progress",
-                u8::from(d.rdb.bgsave_in_progress).to_string(),
-            ),
-            ("rdb_last_save_time", d.rdb.last_save_time.to_string()),
-            (
-                "rdb_last_bgsave_status",
-                if d.rdb.last_bgsave_failed {
-                    "err"
-                } else {
-                    "ok"
-                }
-                .into(),
-            ),
-            ("aof_enabled", "0".into()),
-            ("raft_log_fsync", "always".into()),
-            ("dir", d.dir.clone()),
-        ],
-    );
-    section(
-        "stats",
-        "Stats",
-        vec![
-            (
-                "total_connections_received",
-                d.total_connections.to_string(),
-            ),
-            ("total_commands_processed", d.total_commands.to_string()),
-            ("instantaneous_ops_per_sec", d.rates.0.to_string()),
-            ("total_net_input_bytes", d.net_bytes.0.to_string()),
-            ("total_net_output_bytes", d.net_bytes.1.to_string()),
-            ("instantaneous_input_kbps", format!("{:.2}", d.rates.1)),
-            ("instantaneous_output_kbps", format!("{:.2}", d.rates.2)),
-            ("rejected_connections", d.rejected_connections.to_string()),
-            (
-                "client_output_buffer_limit_disconnections",
-                d.output_limit_disconnections.to_string(),
-            ),
-            ("expired_keys", d.expired_keys.to_string()),
-            ("evicted_keys", "0".into()),
-            ("pubsub_channels", d.pubsub.0.to_string()),
-            ("pubsub_patterns", d.pubsub.1.to_string()),
-            ("pubsubshard_channels", d.pubsub.2.to_string()),
-            ("total_error_replies", d.total_error_replies.to_string()),
-            ("raft_batches_proposed", d.batches_proposed.to_string()),
-            ("raft_batched_commands", d.batched_commands.to_string()),
-            ("raft_log_syncs", d.log_syncs.0.to_string()),
-            ("raft_log_appends_synced", d.log_syncs.1.to_string()),
-            ("raft_log_entries_synced", d.log_syncs.2.to_string()),
-            ("raft_applied_entries", d.applied.0.to_string()),
-            ("raft_applied_commands", d.applied.1.to_string()),
-        ],
-    );
-    section(
-        "replication",
-        "Replication",
-        // Redis's fields for a master without replicas (Raft replaces Redis replication);
-        // the replication offset is this node's applied log index, the position of its data
-        // in the one replicated stream.
-        vec![
-            ("role", "master".into()),
-            ("connected_slaves", "0".into()),
-            ("master_failover_state", "no-failover".into()),
-            ("master_repl_offset", d.applied_index.to_string()),
-            ("second_repl_offset", "-1".into()),
-            ("repl_backlog_active", "0".into()),
-            ("repl_backlog_histlen", "0".into()),
-        ],
-    );
-    section(
-        "cpu",
-        "CPU",
-        vec![
-            ("used_cpu_sys", seconds(d.cpu.sys_us)),
-            ("used_cpu_user", seconds(d.cpu.user_us)),
-            ("used_cpu_sys_children", seconds(d.cpu.children_sys_us)),
-            ("used_cpu_user_children", seconds(d.cpu.children_user_us)),
-        ],
-    );
-    section("modules", "Modules", vec![]);
-    let cmdstats = d
-        .commandstats
-        .iter()
-        .map(|(name, c)| (format!("cmdstat_{name}"), cmdstat(c)))
-        .collect::<Vec<_>>();
-    section(
-        "commandstats",
-        "Commandstats",
-        cmdstats
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.clone()))
-            .collect(),
-    );
-    let errstats = d
-        .errorstats
-        .iter()
-        .map(|(prefix, n)| (format!("errorstat_{prefix}"), format!("count={n}")))
-        .collect::<Vec<_>>();
-    section(
-        "errorstats",
-        "Errorstats",
-        errstats
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.clone()))
-            .collect(),
-    );
-    section("cluster", "Cluster", vec![("cluster_enabled", "0".into())]);
-    section(
-        "raft",
-        "Raft",
-        vec![
-            ("raft_node_id", d.node_id.to_string()),
-            ("raft_role", d.role.into()),
-            (
-                "raft_leader_id",
-                d.leader_id.map(|l| l.to_string()).unwrap_or_default(),
-            ),
-            ("raft_term", d.term.to_string()),
-            ("raft_commit_index", d.commit_index.to_string()),
-            ("raft_applied_index", d.applied_index.to_string()),
-            ("raft_last_log_index", d.last_log_index.to_string()),
-            ("raft_snapshot_index", d.snapshot_index.to_string()),
-            (
-                "raft_peer_handshakes_refused",
-                d.peer_handshakes_refused.to_string(),
-            ),
-            (
-                "raft_members",
-                d.members
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-            ("raft_revision", d.revision.to_string()),
-            ("raft_pop_waiters", d.pop_waiters.to_string()),
-        ],
-    );
-    let ks = if d.keys > 0 {
-        vec![(
-            "db0",
-            format!(
-                "keys={},expires={},avg_ttl={}",
-                d.keys, d.expires, d.avg_ttl
-            ),
-        )]
-    } else {
-        vec![]
-    };
-    section("keyspace", "Keyspace", ks);
+        let _ = write!(out, "# {title}\r\n");
+        for (k, v) in lines(d) {
+            let _ = write!(out, "{k}:{v}\r\n");
+        }
+    }
     out
+}
+
+fn server(d: &InfoData) -> Lines {
+    fixed(vec![
+        ("redis_version", "7.2.0".into()),
+        ("palisade_version", d.version.into()),
+        ("redis_mode", "standalone".into()),
+        ("os", std::env::consts::OS.into()),
+        ("arch_bits", "64".into()),
+        ("process_id", d.process_id.to_string()),
+        ("run_id", d.run_id.clone()),
+        ("tcp_port", d.tcp_port.to_string()),
+        ("uptime_in_seconds", d.uptime_secs.to_string()),
+        ("uptime_in_days", (d.uptime_secs / 86400).to_string()),
+    ])
+}
+
+fn clients(d: &InfoData) -> Lines {
+    fixed(vec![
+        ("connected_clients", d.connected_clients.to_string()),
+        ("maxclients", d.maxclients.to_string()),
+        (
+            "client_recent_max_output_buffer",
+            d.client_recent_max_output_buffer.to_string(),
+        ),
+        ("blocked_clients", d.blocked_clients.to_string()),
+    ])
+}
+
+fn memory(d: &InfoData) -> Lines {
+    fixed(vec![
+        ("used_memory", d.allocator.0.to_string()),
+        ("used_memory_rss", d.used_memory_rss.to_string()),
+        ("mem_allocator", "jemalloc-5.3.0".into()),
+        ("allocator_resident", d.allocator.1.to_string()),
+        ("rocksdb_memtables", d.db_memory.memtables.to_string()),
+        ("rocksdb_block_cache", d.db_memory.block_cache.to_string()),
+        (
+            "rocksdb_table_readers",
+            d.db_memory.table_readers.to_string(),
+        ),
+        ("used_memory_peak", d.used_memory_peak.to_string()),
+        ("number_of_cached_scripts", d.cached_scripts.to_string()),
+        ("maxmemory", "0".into()),
+        ("maxmemory_policy", "noeviction".into()),
+    ])
+}
+
+fn persistence(d: &InfoData) -> Lines {
+    fixed(vec![
+        ("loading", "0".into()),
+        (
+            "rdb_changes_since_last_save",
+            d.rdb.changes_since_last_save.to_string(),
+        ),
+        (
+            "rdb_bgsave_in_progress",
+            u8::from(d.rdb.bgsave_in_progress).to_string(),
+        ),
+        ("rdb_last_save_time", d.rdb.last_save_time.to_string()),
+        (
+            "rdb_last_bgsave_status",
+            if d.rdb.last_bgsave_failed {
+                "err"
+            } else {
+                "ok"
+            }
+            .into(),
+        ),
+        ("aof_enabled", "0".into()),
+        ("raft_log_fsync", "always".into()),
+        ("dir", d.dir.clone()),
+    ])
+}
+
+fn stats(d: &InfoData) -> Lines {
+    fixed(vec![
+        (
+            "total_connections_received",
+            d.total_connections.to_string(),
+        ),
+        ("total_commands_processed", d.total_commands.to_string()),
+        ("instantaneous_ops_per_sec", d.rates.0.to_string()),
+        ("total_net_input_bytes", d.net_bytes.0.to_string()),
+        ("total_net_output_bytes", d.net_bytes.1.to_string()),
+        ("instantaneous_input_kbps", format!("{:.2}", d.rates.1)),
+        ("instantaneous_output_kbps", format!("{:.2}", d.rates.2)),
+        ("rejected_connections", d.rejected_connections.to_string()),
+        (
+            "client_output_buffer_limit_disconnections",
+            d.output_limit_disconnections.to_string(),
+        ),
+        ("expired_keys", d.expired_keys.to_string()),
+        ("evicted_keys", "0".into()),
+        ("pubsub_channels", d.pubsub.0.to_string()),
+        ("pubsub_patterns", d.pubsub.1.to_string()),
+        ("pubsubshard_channels", d.pubsub.2.to_string()),
+        ("total_error_replies", d.total_error_replies.to_string()),
+        ("raft_batches_proposed", d.batches_proposed.to_string()),
+        ("raft_batched_commands", d.batched_commands.to_string()),
+        ("raft_log_syncs", d.log_syncs.0.to_string()),
+        ("raft_log_appends_synced", d.log_syncs.1.to_string()),
+        ("raft_log_entries_synced", d.log_syncs.2.to_string()),
+        ("raft_applied_entries", d.applied.0.to_string()),
+        ("raft_applied_commands", d.applied.1.to_string()),
+    ])
+}
+
+fn replication(d: &InfoData) -> Lines {
+    // Redis's fields for a master without replicas (Raft replaces Redis replication);
+    // the replication offset is this node's applied log index, the position of its data
+    // in the one replicated stream.
+    fixed(vec![
+        ("role", "master".into()),
+        ("connected_slaves", "0".into()),
+        ("master_failover_state", "no-failover".into()),
+        ("master_repl_offset", d.applied_index.to_string()),
+        ("second_repl_offset", "-1".into()),
+        ("repl_backlog_active", "0".into()),
+        ("repl_backlog_histlen", "0".into()),
+    ])
+}
+
+fn cpu(d: &InfoData) -> Lines {
+    fixed(vec![
+        ("used_cpu_sys", seconds(d.cpu.sys_us)),
+        ("used_cpu_user", seconds(d.cpu.user_us)),
+        ("used_cpu_sys_children", seconds(d.cpu.children_sys_us)),
+        ("used_cpu_user_children", seconds(d.cpu.children_user_us)),
+    ])
+}
+
+fn raft(d: &InfoData) -> Lines {
+    fixed(vec![
+        ("raft_node_id", d.node_id.to_string()),
+        ("raft_role", d.role.into()),
+        (
+            "raft_leader_id",
+            d.leader_id.map(|l| l.to_string()).unwrap_or_default(),
+        ),
+        ("raft_term", d.term.to_string()),
+        ("raft_commit_index", d.commit_index.to_string()),
+        ("raft_applied_index", d.applied_index.to_string()),
+        ("raft_last_log_index", d.last_log_index.to_string()),
+        ("raft_snapshot_index", d.snapshot_index.to_string()),
+        (
+            "raft_peer_handshakes_refused",
+            d.peer_handshakes_refused.to_string(),
+        ),
+        (
+            "raft_members",
+            d.members
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        ("raft_revision", d.revision.to_string()),
+        ("raft_pop_waiters", d.pop_waiters.to_string()),
+    ])
+}
+
+fn commandstats(d: &InfoData) -> Lines {
+    d.commandstats
+        .iter()
+        .map(|(name, c)| (Cow::Owned(format!("cmdstat_{name}")), cmdstat(c)))
+        .collect()
+}
+
+fn errorstats(d: &InfoData) -> Lines {
+    d.errorstats
+        .iter()
+        .map(|(prefix, n)| {
+            (
+                Cow::Owned(format!("errorstat_{prefix}")),
+                format!("count={n}"),
+            )
+        })
+        .collect()
+}
+
+fn keyspace(d: &InfoData) -> Lines {
+    if d.keys == 0 {
+        return Vec::new();
+    }
+    fixed(vec![(
+        "db0",
+        format!(
+            "keys={},expires={},avg_ttl={}",
+            d.keys, d.expires, d.avg_ttl
+        ),
+    )])
 }
 
 /// One commandstats value, as Redis 7 prints it.

@@ -189,14 +189,14 @@ pub fn parse_bitfield(args: &mut Args) -> Result<Request, Reply> {
         })
         .collect();
     match gets {
-        Some(fields) => Ok(Request::Read(Command::BitFieldRo(BitFieldRo {
+        Some(fields) => Ok(Request::Data(Command::BitFieldRo(BitFieldRo {
             key,
             fields,
         }))),
         None if ro => Err(Reply::err(
             "ERR BITFIELD_RO only supports the GET subcommand",
         )),
-        None => Ok(Request::Write(Command::BitField(BitField { key, ops }))),
+        None => Ok(Request::Data(Command::BitField(BitField { key, ops }))),
     }
 }
 

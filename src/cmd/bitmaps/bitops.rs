@@ -136,7 +136,7 @@ pub fn parse_setbit(args: &mut Args) -> Result<Request, Reply> {
         Some(1) => true,
         _ => return Err(Reply::err(BAD_BIT)),
     };
-    Ok(Request::Write(Command::SetBit(SetBit { key, offset, on })))
+    Ok(Request::Data(Command::SetBit(SetBit { key, offset, on })))
 }
 
 fn unit(raw: &[u8]) -> Result<bool, Reply> {
@@ -174,7 +174,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
         },
         _ => BitReadOp::Pos(rest),
     };
-    Ok(Request::Read(Command::BitRead(BitRead { key, op })))
+    Ok(Request::Data(Command::BitRead(BitRead { key, op })))
 }
 
 /// Parses BITOP.
@@ -193,7 +193,7 @@ pub fn parse_bitop(args: &mut Args) -> Result<Request, Reply> {
             "ERR BITOP NOT must be called with a single source key.",
         ));
     }
-    Ok(Request::Write(Command::BitOp(BitOp { op, dest, keys })))
+    Ok(Request::Data(Command::BitOp(BitOp { op, dest, keys })))
 }
 
 impl Replicated for SetBit {

@@ -82,7 +82,7 @@ pub fn parse_geoadd(args: &mut Args) -> Result<Request, Reply> {
         let score = geohash::score_of(lon, lat).ok_or_else(|| bad_pair(lon, lat))?;
         pairs.push((Float(score), t[2].clone()));
     }
-    Ok(Request::Write(Command::ZAdd(crate::cmd::zset::ZAdd {
+    Ok(Request::Data(Command::ZAdd(crate::cmd::zset::ZAdd {
         key,
         pairs,
         nx,
@@ -186,7 +186,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
             GeoQuery::Dist(rest[0].clone(), rest[1].clone(), Float(unit))
         }
     };
-    Ok(Request::Read(Command::GeoRead(GeoRead { key, query })))
+    Ok(Request::Data(Command::GeoRead(GeoRead { key, query })))
 }
 
 /// A distance as Redis replies it (`%.4f`, a bulk string in both protocols).

@@ -172,9 +172,9 @@ pub fn parse_search(args: &mut Args) -> Result<Request, Reply> {
         args: rest,
     };
     Ok(if spec.dst.is_some() {
-        Request::Write(Command::GeoStore(GeoStore(spec)))
+        Request::Data(Command::GeoStore(GeoStore(spec)))
     } else {
-        Request::Read(Command::GeoSearch(GeoSearch(spec)))
+        Request::Data(Command::GeoSearch(GeoSearch(spec)))
     })
 }
 

@@ -165,13 +165,13 @@ pub fn parse_hset(args: &mut Args) -> Result<Request, Reply> {
         "hsetnx" => HSetForm::HSetNx,
         _ => HSetForm::HSet,
     };
-    Ok(Request::Write(Command::HSet(HSet { key, pairs, form })))
+    Ok(Request::Data(Command::HSet(HSet { key, pairs, form })))
 }
 
 /// Parses HDEL.
 pub fn parse_hdel(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
-    Ok(Request::Write(Command::HDel(HDel {
+    Ok(Request::Data(Command::HDel(HDel {
         key,
         fields: args.rest(),
     })))
@@ -182,7 +182,7 @@ pub fn parse_hincrby(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let field = args.arg()?;
     let by = args.next_i64()?;
-    Ok(Request::Write(Command::HIncrBy(HIncrBy { key, field, by })))
+    Ok(Request::Data(Command::HIncrBy(HIncrBy { key, field, by })))
 }
 
 /// Parses the read-only hash commands.
@@ -199,7 +199,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
         "hstrlen" => HReadOp::StrLen(args.arg()?),
         _ => HReadOp::GetAll,
     };
-    Ok(Request::Read(Command::HRead(HRead { key, op })))
+    Ok(Request::Data(Command::HRead(HRead { key, op })))
 }
 
 fn is_hash(v: &Value) -> bool {

@@ -108,7 +108,7 @@ pub fn parse_hincrbyfloat(args: &mut Args) -> Result<Request, Reply> {
     let field = args.arg()?;
     let by = args.arg()?;
     increment(&by)?;
-    Ok(Request::Write(Command::HIncrByFloat(HIncrByFloat {
+    Ok(Request::Data(Command::HIncrByFloat(HIncrByFloat {
         key,
         field,
         by,
@@ -143,7 +143,7 @@ pub fn parse_hrandfield(args: &mut Args) -> Result<Request, Reply> {
         }
         count = Some(n);
     }
-    Ok(Request::Read(Command::HRandField(HRandField {
+    Ok(Request::Data(Command::HRandField(HRandField {
         key,
         count,
         with_values,
@@ -179,7 +179,7 @@ pub fn parse_cursor(raw: &[u8]) -> Result<u64, Reply> {
 pub fn parse_hscan(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let cursor = parse_cursor(&args.arg()?)?;
-    Ok(Request::Read(Command::HScan(HScan {
+    Ok(Request::Data(Command::HScan(HScan {
         key,
         cursor,
         options: args.rest(),
@@ -398,7 +398,7 @@ mod tests {
                     .collect(),
             )
             .map(|r| match r {
-                crate::cmd::Request::Read(c) => c.query(ks, 0),
+                crate::cmd::Request::Data(c) if c.is_read() => c.query(ks, 0),
                 _ => Reply::Nil,
             })
             .unwrap_or(Reply::Nil)

@@ -34,7 +34,7 @@ pub struct Del {
 
 /// Parses DEL/UNLINK.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::Del(Del { keys: args.rest() })))
+    Ok(Request::Data(Command::Del(Del { keys: args.rest() })))
 }
 
 impl Replicated for Del {

@@ -24,7 +24,7 @@ pub struct Exists {
 
 /// Parses EXISTS.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Exists(Exists { keys: args.rest() })))
+    Ok(Request::Data(Command::Exists(Exists { keys: args.rest() })))
 }
 
 impl Replicated for Exists {

@@ -122,7 +122,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     } else {
         Expiry::In(ms)
     };
-    Ok(Request::Write(Command::Expire(Expire { key, when, cond })))
+    Ok(Request::Data(Command::Expire(Expire { key, when, cond })))
 }
 
 impl Replicated for Expire {
@@ -180,7 +180,7 @@ pub struct Persist {
 
 /// Parses PERSIST.
 pub fn parse_persist(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::Persist(Persist {
+    Ok(Request::Data(Command::Persist(Persist {
         key: args.arg()?,
     })))
 }

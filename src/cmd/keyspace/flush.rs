@@ -45,7 +45,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         [mode] if mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync") => {}
         _ => return Err(crate::resp::args::syntax_error()),
     }
-    Ok(Request::Write(Command::Flush(Flush)))
+    Ok(Request::Data(Command::Flush(Flush)))
 }
 
 impl Replicated for Flush {

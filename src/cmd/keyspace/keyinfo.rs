@@ -78,7 +78,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             KeyRead::ExpireTime(args.arg()?, millis)
         }
     };
-    Ok(Request::Read(Command::KeyRead(read)))
+    Ok(Request::Data(Command::KeyRead(read)))
 }
 
 impl Replicated for KeyRead {

@@ -51,7 +51,7 @@ pub struct Keys {
 
 /// Parses KEYS.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Keys(Keys {
+    Ok(Request::Data(Command::Keys(Keys {
         pattern: args.arg()?,
     })))
 }
@@ -148,7 +148,7 @@ pub fn parse_scan(args: &mut Args) -> Result<Request, Reply> {
             _ => return Err(syntax_error()),
         }
     }
-    Ok(Request::Read(Command::Scan(scan)))
+    Ok(Request::Data(Command::Scan(scan)))
 }
 
 impl Replicated for Scan {
@@ -291,7 +291,7 @@ pub struct DbSize;
 
 /// Parses DBSIZE.
 pub fn parse_dbsize(_: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::DbSize(DbSize)))
+    Ok(Request::Data(Command::DbSize(DbSize)))
 }
 
 impl Replicated for DbSize {

@@ -73,7 +73,7 @@ pub struct Copy {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let nx = args.name() == "renamenx";
     let (src, dst) = (args.arg()?, args.arg()?);
-    Ok(Request::Write(Command::Rename(Rename { src, dst, nx })))
+    Ok(Request::Data(Command::Rename(Rename { src, dst, nx })))
 }
 
 /// Parses COPY. `DB` must name database 0, the only one (any other is refused as SELECT
@@ -104,7 +104,7 @@ pub fn parse_copy(args: &mut Args) -> Result<Request, Reply> {
             "ERR source and destination objects are the same",
         ));
     }
-    Ok(Request::Write(Command::Copy(Copy { src, dst, replace })))
+    Ok(Request::Data(Command::Copy(Copy { src, dst, replace })))
 }
 
 /// Writes `entry`'s value and deadline to `dst` as a new write (token: `ctx.revision`), and

@@ -104,11 +104,8 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             _ => return Err(syntax_error()),
         }
     }
-    Ok(if sort.store.is_some() {
-        Request::Write(Command::Sort(sort))
-    } else {
-        Request::Read(Command::Sort(sort))
-    })
+    // A read without STORE (`Sort::is_read`).
+    Ok(Request::Data(Command::Sort(sort)))
 }
 
 /// What SORT reads from a key.

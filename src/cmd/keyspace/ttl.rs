@@ -41,7 +41,7 @@ pub struct Ttl {
 /// Parses TTL/PTTL.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let millis = args.name() == "pttl";
-    Ok(Request::Read(Command::Ttl(Ttl {
+    Ok(Request::Data(Command::Ttl(Ttl {
         key: args.arg()?,
         millis,
     })))

@@ -28,7 +28,7 @@ pub struct Type {
 
 /// Parses TYPE.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Type(Type { key: args.arg()? })))
+    Ok(Request::Data(Command::Type(Type { key: args.arg()? })))
 }
 
 impl Replicated for Type {

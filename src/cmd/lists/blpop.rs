@@ -74,7 +74,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let mut keys = args.rest();
     let raw = keys.pop().unwrap_or_default();
     let timeout_ms = parse_timeout(&raw)?;
-    Ok(Request::Write(Command::BPop(BPop {
+    Ok(Request::Data(Command::BPop(BPop {
         keys,
         end,
         timeout_ms,

@@ -117,7 +117,7 @@ pub struct LPos {
 
 /// Parses LSET.
 pub fn parse_lset(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::LSet(LSet {
+    Ok(Request::Data(Command::LSet(LSet {
         key: args.arg()?,
         index: args.arg()?,
         element: args.arg()?,
@@ -132,7 +132,7 @@ pub fn parse_linsert(args: &mut Args) -> Result<Request, Reply> {
         "AFTER" => true,
         _ => return Err(syntax_error()),
     };
-    Ok(Request::Write(Command::LInsert(LInsert {
+    Ok(Request::Data(Command::LInsert(LInsert {
         key,
         after,
         pivot: args.arg()?,
@@ -144,7 +144,7 @@ pub fn parse_linsert(args: &mut Args) -> Result<Request, Reply> {
 pub fn parse_lrem(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let count = args.next_i64()?;
-    Ok(Request::Write(Command::LRem(LRem {
+    Ok(Request::Data(Command::LRem(LRem {
         key,
         count,
         element: args.arg()?,
@@ -156,7 +156,7 @@ pub fn parse_ltrim(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let start = args.next_i64()?;
     let stop = args.next_i64()?;
-    Ok(Request::Write(Command::LTrim(LTrim { key, start, stop })))
+    Ok(Request::Data(Command::LTrim(LTrim { key, start, stop })))
 }
 
 fn non_negative(raw: &[u8], msg: &str) -> Result<i64, Reply> {
@@ -196,7 +196,7 @@ pub fn parse_lpos(args: &mut Args) -> Result<Request, Reply> {
             _ => return Err(syntax_error()),
         }
     }
-    Ok(Request::Read(Command::LPos(pos)))
+    Ok(Request::Data(Command::LPos(pos)))
 }
 
 fn is_list(v: &Value) -> bool {

@@ -157,7 +157,7 @@ fn end_of(name: &str) -> End {
 pub fn parse_push(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     let key = args.arg()?;
-    Ok(Request::Write(Command::Push(Push {
+    Ok(Request::Data(Command::Push(Push {
         key,
         elements: args.rest(),
         end: end_of(&name),
@@ -181,7 +181,7 @@ pub fn parse_pop(args: &mut Args) -> Result<Request, Reply> {
     if args.remaining() > 0 {
         return Err(crate::cmd::wrong_arity(&name));
     }
-    Ok(Request::Write(Command::Pop(Pop {
+    Ok(Request::Data(Command::Pop(Pop {
         key,
         end: end_of(&name),
         count,
@@ -197,7 +197,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
         "lindex" => LReadOp::Index(args.next_i64()?),
         _ => LReadOp::Len,
     };
-    Ok(Request::Read(Command::LRead(LRead { key, op })))
+    Ok(Request::Data(Command::LRead(LRead { key, op })))
 }
 
 fn is_list(v: &Value) -> bool {

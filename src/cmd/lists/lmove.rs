@@ -131,7 +131,7 @@ pub fn parse_move(args: &mut Args) -> Result<Request, Reply> {
     } else {
         None
     };
-    Ok(Request::Write(Command::LMove(LMove {
+    Ok(Request::Data(Command::LMove(LMove {
         src,
         dst,
         from,
@@ -174,7 +174,7 @@ pub fn parse_mpop(args: &mut Args) -> Result<Request, Reply> {
         Some(raw) => Some(parse_timeout(&raw)?),
         None => None,
     };
-    Ok(Request::Write(Command::LMPop(LMPop {
+    Ok(Request::Data(Command::LMPop(LMPop {
         keys,
         end,
         count: count.unwrap_or(1),

@@ -231,7 +231,7 @@ mod tests {
             .split(' ')
             .map(|s| Bytes::copy_from_slice(s.as_bytes()))
             .collect();
-        let Ok(Request::Write(cmd)) = parse(argv) else {
+        let Ok(Request::Data(cmd)) = parse(argv) else {
             panic!("{line} does not parse as a write");
         };
         let revision = ks.bump_revision();
@@ -310,7 +310,7 @@ mod tests {
             Bytes::from_static(b"a"),
         ]);
         let pop = parse(vec![Bytes::from_static(b"LPOP"), Bytes::from_static(b"q")]);
-        let (Ok(Request::Write(push)), Ok(Request::Write(pop))) = (push, pop) else {
+        let (Ok(Request::Data(push)), Ok(Request::Data(pop))) = (push, pop) else {
             panic!()
         };
         let exec = Command::Exec(crate::cmd::multi::Exec {

@@ -28,7 +28,7 @@ pub struct FenceCheck {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let token = parse_token(args)?;
-    Ok(Request::Read(Command::FenceCheck(FenceCheck {
+    Ok(Request::Data(Command::FenceCheck(FenceCheck {
         key,
         token,
     })))

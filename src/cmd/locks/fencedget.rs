@@ -33,7 +33,7 @@ pub struct FencedGet {
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let token = parse_token(args)?;
-    Ok(Request::Write(Command::FencedGet(FencedGet { key, token })))
+    Ok(Request::Data(Command::FencedGet(FencedGet { key, token })))
 }
 
 impl Replicated for FencedGet {

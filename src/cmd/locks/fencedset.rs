@@ -56,7 +56,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         }
     }
     args.finish()?;
-    Ok(Request::Write(Command::FencedSet(FencedSet {
+    Ok(Request::Data(Command::FencedSet(FencedSet {
         key,
         value,
         token,

@@ -112,7 +112,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             waiter: None,
         })
     };
-    Ok(Request::Write(cmd))
+    Ok(Request::Data(cmd))
 }
 
 /// The queue wait of a request with `waiter` and `WAIT wait_ms` applied at `now`: who

@@ -32,7 +32,7 @@ pub struct LockInfo {
 
 /// Parses LOCKINFO.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::LockInfo(LockInfo {
+    Ok(Request::Data(Command::LockInfo(LockInfo {
         key: args.arg()?,
     })))
 }

@@ -151,7 +151,7 @@ pub fn parse_mlock(args: &mut Args) -> Result<Request, Reply> {
         return Err(syntax_error());
     };
     let keys = parse_keys(args)?;
-    Ok(Request::Write(Command::MLock(MLock {
+    Ok(Request::Data(Command::MLock(MLock {
         owner,
         keys,
         ttl_ms,
@@ -167,7 +167,7 @@ pub fn parse_munlock(args: &mut Args) -> Result<Request, Reply> {
         return Err(syntax_error());
     }
     let keys = parse_keys(args)?;
-    Ok(Request::Write(Command::MUnlock(MUnlock { owner, keys })))
+    Ok(Request::Data(Command::MUnlock(MUnlock { owner, keys })))
 }
 
 /// The reply for the tokens of a granted MLOCK.
@@ -236,19 +236,19 @@ mod tests {
 
     #[test]
     fn parses_both_commands_and_refuses_bad_input() {
-        let Ok(Request::Write(Command::MLock(m))) = parse(&[
+        let Ok(Request::Data(Command::MLock(m))) = parse(&[
             "mlock", "o", "PX", "100", "WAIT", "0", "KEYS", "2", "a", "b",
         ]) else {
             panic!("mlock")
         };
         assert_eq!((m.ttl_ms, m.wait_ms, m.keys.len()), (100, Some(0), 2));
-        let Ok(Request::Write(Command::MLock(m))) =
+        let Ok(Request::Data(Command::MLock(m))) =
             parse(&["mlock", "o", "wait", "5", "px", "10", "keys", "1", "a"])
         else {
             panic!("options in either order")
         };
         assert_eq!((m.ttl_ms, m.wait_ms), (10, Some(5)));
-        let Ok(Request::Write(Command::MUnlock(u))) =
+        let Ok(Request::Data(Command::MUnlock(u))) =
             parse(&["munlock", "o", "KEYS", "2", "a", "b"])
         else {
             panic!("munlock")

@@ -33,7 +33,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let owner = args.arg()?;
     let ttl_ms = parse_px(args, "renew")?;
     args.finish()?;
-    Ok(Request::Write(Command::Renew(Renew { key, owner, ttl_ms })))
+    Ok(Request::Data(Command::Renew(Renew { key, owner, ttl_ms })))
 }
 
 impl Replicated for Renew {

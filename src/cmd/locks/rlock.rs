@@ -74,7 +74,7 @@ pub fn parse_rlock(args: &mut Args) -> Result<Request, Reply> {
     let owner = args.arg()?;
     let ttl_ms = parse_px(args, "rlock")?;
     let wait_ms = parse_wait(args)?;
-    Ok(Request::Write(Command::Hold(Hold {
+    Ok(Request::Data(Command::Hold(Hold {
         key,
         owner,
         mode: Mode::Shared,
@@ -101,7 +101,7 @@ pub fn parse_semacquire(args: &mut Args) -> Result<Request, Reply> {
     };
     let ttl_ms = parse_px(args, "semacquire")?;
     let wait_ms = parse_wait(args)?;
-    Ok(Request::Write(Command::Hold(Hold {
+    Ok(Request::Data(Command::Hold(Hold {
         key,
         owner,
         mode: Mode::Semaphore(limit),
@@ -155,11 +155,11 @@ mod tests {
 
     #[test]
     fn parses_both_commands_and_refuses_bad_input() {
-        let Ok(Request::Write(Command::Hold(h))) = parse(&["rlock", "k", "o", "PX", "100"]) else {
+        let Ok(Request::Data(Command::Hold(h))) = parse(&["rlock", "k", "o", "PX", "100"]) else {
             panic!("rlock")
         };
         assert_eq!((h.mode, h.ttl_ms, h.wait_ms), (Mode::Shared, 100, None));
-        let Ok(Request::Write(Command::Hold(h))) = parse(&[
+        let Ok(Request::Data(Command::Hold(h))) = parse(&[
             "semacquire",
             "k",
             "o",

@@ -26,7 +26,7 @@ pub struct Unlock {
 
 /// Parses UNLOCK.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::Unlock(Unlock {
+    Ok(Request::Data(Command::Unlock(Unlock {
         key: args.arg()?,
         owner: args.arg()?,
     })))

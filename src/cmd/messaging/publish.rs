@@ -42,7 +42,7 @@ pub struct Publish {
 
 /// Parses PUBLISH.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::Publish(Publish {
+    Ok(Request::Data(Command::Publish(Publish {
         channel: args.arg()?,
         message: args.arg()?,
     })))

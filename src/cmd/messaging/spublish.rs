@@ -39,7 +39,7 @@ pub struct SPublish {
 
 /// Parses SPUBLISH.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::SPublish(SPublish {
+    Ok(Request::Data(Command::SPublish(SPublish {
         channel: args.arg()?,
         message: args.arg()?,
     })))

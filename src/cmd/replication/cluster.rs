@@ -175,7 +175,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         "countkeysinslot" => {
             arity(1)?;
             let slot = slot_arg(args.next_i64()?).ok_or_else(|| Reply::err("ERR Invalid slot"))?;
-            Ok(Request::Read(Command::SlotKeys(SlotKeys {
+            Ok(Request::Data(Command::SlotKeys(SlotKeys {
                 slot,
                 count: None,
             })))
@@ -184,7 +184,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
             arity(2)?;
             let (slot, count) = (args.next_i64()?, args.next_i64()?);
             match (slot_arg(slot), u64::try_from(count)) {
-                (Some(slot), Ok(count)) => Ok(Request::Read(Command::SlotKeys(SlotKeys {
+                (Some(slot), Ok(count)) => Ok(Request::Data(Command::SlotKeys(SlotKeys {
                     slot,
                     count: Some(count),
                 }))),

@@ -105,9 +105,9 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
         args: argv.to_vec(),
     };
     if name.ends_with("_ro") {
-        Ok(Request::Read(Command::EvalRo(EvalRo(eval))))
+        Ok(Request::Data(Command::EvalRo(EvalRo(eval))))
     } else {
-        Ok(Request::Write(Command::Eval(eval)))
+        Ok(Request::Data(Command::Eval(eval)))
     }
 }
 

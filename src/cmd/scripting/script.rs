@@ -51,7 +51,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     };
     match sub.as_str() {
         "load" if args.remaining() == 1 => {
-            Ok(Request::Write(Command::Script(Script::Load(args.arg()?))))
+            Ok(Request::Data(Command::Script(Script::Load(args.arg()?))))
         }
         "load" => Err(arity("load")),
         "exists" if args.remaining() > 0 => {
@@ -60,7 +60,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 .iter()
                 .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
                 .collect();
-            Ok(Request::Read(Command::Script(Script::Exists(shas))))
+            Ok(Request::Data(Command::Script(Script::Exists(shas))))
         }
         "exists" => Err(arity("exists")),
         "flush" => {
@@ -75,17 +75,17 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                     ));
                 }
             }
-            Ok(Request::Write(Command::Script(Script::Flush)))
+            Ok(Request::Data(Command::Script(Script::Flush)))
         }
         "kill" if args.remaining() == 0 => {
             Err(Reply::err("NOTBUSY No scripts in execution right now."))
         }
         "kill" => Err(arity("kill")),
         "budget" => match args.remaining() {
-            0 => Ok(Request::Read(Command::Script(Script::Budget(None)))),
+            0 => Ok(Request::Data(Command::Script(Script::Budget(None)))),
             1 => {
                 let n = u64::try_from(args.next_i64()?).map_err(|_| Reply::err(NOT_INTEGER))?;
-                Ok(Request::Write(Command::Script(Script::Budget(Some(n)))))
+                Ok(Request::Data(Command::Script(Script::Budget(Some(n)))))
             }
             _ => Err(arity("budget")),
         },

@@ -237,7 +237,7 @@ pub struct SRead {
 /// Parses SADD.
 pub fn parse_sadd(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
-    Ok(Request::Write(Command::SAdd(SAdd {
+    Ok(Request::Data(Command::SAdd(SAdd {
         key,
         members: args.rest(),
     })))
@@ -246,7 +246,7 @@ pub fn parse_sadd(args: &mut Args) -> Result<Request, Reply> {
 /// Parses SREM.
 pub fn parse_srem(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
-    Ok(Request::Write(Command::SRem(SRem {
+    Ok(Request::Data(Command::SRem(SRem {
         key,
         members: args.rest(),
     })))
@@ -263,7 +263,7 @@ pub fn parse_spop(args: &mut Args) -> Result<Request, Reply> {
         },
         _ => return Err(syntax_error()),
     };
-    Ok(Request::Write(Command::SPop(SPop { key, count })))
+    Ok(Request::Data(Command::SPop(SPop { key, count })))
 }
 
 /// Parses SMOVE.
@@ -271,7 +271,7 @@ pub fn parse_smove(args: &mut Args) -> Result<Request, Reply> {
     let src = args.arg()?;
     let dst = args.arg()?;
     let member = args.arg()?;
-    Ok(Request::Write(Command::SMove(SMove { src, dst, member })))
+    Ok(Request::Data(Command::SMove(SMove { src, dst, member })))
 }
 
 fn op_of(name: &str) -> SetOp {
@@ -287,7 +287,7 @@ fn op_of(name: &str) -> SetOp {
 /// Parses SINTER, SUNION and SDIFF.
 pub fn parse_combine(args: &mut Args) -> Result<Request, Reply> {
     let op = op_of(args.name());
-    Ok(Request::Read(Command::SCombine(SCombine {
+    Ok(Request::Data(Command::SCombine(SCombine {
         op,
         keys: args.rest(),
         card_limit: None,
@@ -317,7 +317,7 @@ pub fn parse_sintercard(args: &mut Args) -> Result<Request, Reply> {
             _ => return Err(Reply::err("ERR LIMIT can't be negative")),
         };
     }
-    Ok(Request::Read(Command::SCombine(SCombine {
+    Ok(Request::Data(Command::SCombine(SCombine {
         op: SetOp::Inter,
         keys,
         card_limit: Some(limit),
@@ -328,7 +328,7 @@ pub fn parse_sintercard(args: &mut Args) -> Result<Request, Reply> {
 pub fn parse_store(args: &mut Args) -> Result<Request, Reply> {
     let op = op_of(args.name());
     let dst = args.arg()?;
-    Ok(Request::Write(Command::SStore(SStore {
+    Ok(Request::Data(Command::SStore(SStore {
         op,
         dst,
         keys: args.rest(),
@@ -389,7 +389,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
         }
         _ => return Err(wrong_arity(&name)),
     };
-    Ok(Request::Read(Command::SRead(SRead { key, op })))
+    Ok(Request::Data(Command::SRead(SRead { key, op })))
 }
 
 fn is_set(v: &Value) -> bool {

@@ -195,14 +195,14 @@ pub fn parse_delex(args: &mut Args) -> Result<Request, Reply> {
         }
         _ => return Err(wrong_arity("delex")),
     };
-    Ok(Request::Write(Command::DelEx(DelEx { key, when })))
+    Ok(Request::Data(Command::DelEx(DelEx { key, when })))
 }
 
 /// Parses Valkey's `DELIFEQ key value` (the same entry as `DELEX key IFEQ value`).
 pub fn parse_delifeq(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
     let value = args.arg()?;
-    Ok(Request::Write(Command::DelEx(DelEx {
+    Ok(Request::Data(Command::DelEx(DelEx {
         key,
         when: DelWhen::If(Cond::Eq(value)),
     })))
@@ -255,7 +255,7 @@ pub struct Digest {
 
 /// Parses DIGEST.
 pub fn parse_digest(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Digest(Digest { key: args.arg()? })))
+    Ok(Request::Data(Command::Digest(Digest { key: args.arg()? })))
 }
 
 impl Replicated for Digest {

@@ -34,7 +34,7 @@ pub struct Get {
 
 /// Parses GET.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::Get(Get { key: args.arg()? })))
+    Ok(Request::Data(Command::Get(Get { key: args.arg()? })))
 }
 
 impl Replicated for Get {
@@ -64,7 +64,7 @@ pub struct GetDel {
 
 /// Parses GETDEL.
 pub fn parse_getdel(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Write(Command::GetDel(GetDel { key: args.arg()? })))
+    Ok(Request::Data(Command::GetDel(GetDel { key: args.arg()? })))
 }
 
 impl Replicated for GetDel {

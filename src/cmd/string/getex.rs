@@ -90,13 +90,13 @@ pub fn parse_getex(args: &mut Args) -> Result<Request, Reply> {
             Err(_) => GetExTtl::Invalid,
         },
     };
-    Ok(Request::Write(Command::GetEx(GetEx { key, ttl })))
+    Ok(Request::Data(Command::GetEx(GetEx { key, ttl })))
 }
 
 /// Parses GETSET.
 pub fn parse_getset(args: &mut Args) -> Result<Request, Reply> {
     let (key, value) = (args.arg()?, args.arg()?);
-    Ok(Request::Write(Command::GetSet(GetSet { key, value })))
+    Ok(Request::Data(Command::GetSet(GetSet { key, value })))
 }
 
 impl Replicated for GetEx {

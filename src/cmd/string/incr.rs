@@ -65,7 +65,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 .ok_or_else(|| Reply::err("ERR decrement would overflow"))?
         }
     };
-    Ok(Request::Write(Command::IncrBy(IncrBy { key, by })))
+    Ok(Request::Data(Command::IncrBy(IncrBy { key, by })))
 }
 
 impl Replicated for IncrBy {

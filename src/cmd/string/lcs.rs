@@ -37,7 +37,7 @@ pub struct Lcs {
 /// Parses LCS.
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let (a, b) = (args.arg()?, args.arg()?);
-    Ok(Request::Read(Command::Lcs(Lcs {
+    Ok(Request::Data(Command::Lcs(Lcs {
         a,
         b,
         opts: args.rest(),

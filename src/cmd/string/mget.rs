@@ -48,7 +48,7 @@ pub struct MSet {
 
 /// Parses MGET.
 pub fn parse_mget(args: &mut Args) -> Result<Request, Reply> {
-    Ok(Request::Read(Command::MGet(MGet { keys: args.rest() })))
+    Ok(Request::Data(Command::MGet(MGet { keys: args.rest() })))
 }
 
 /// Parses MSET and MSETNX.
@@ -62,7 +62,7 @@ pub fn parse_mset(args: &mut Args) -> Result<Request, Reply> {
         .chunks(2)
         .map(|p| (p[0].clone(), p[1].clone()))
         .collect();
-    Ok(Request::Write(Command::MSet(MSet {
+    Ok(Request::Data(Command::MSet(MSet {
         pairs,
         nx: name == "msetnx",
     })))

@@ -136,7 +136,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     if let Some((word, raw)) = unit {
         set.ttl = TtlMode::Set(Expiry::parse(word, &raw, "set")?);
     }
-    Ok(Request::Write(match cond {
+    Ok(Request::Data(match cond {
         Some(cond) => Command::SetIf(SetIf { set, cond }),
         None => Command::Set(set),
     }))
@@ -154,7 +154,7 @@ pub fn parse_setnx(args: &mut Args) -> Result<Request, Reply> {
         ttl: TtlMode::Clear,
         form: SetForm::SetNx,
     };
-    Ok(Request::Write(Command::Set(set)))
+    Ok(Request::Data(Command::Set(set)))
 }
 
 /// `SETEX key seconds value` and `PSETEX key milliseconds value`.
@@ -165,7 +165,7 @@ pub fn parse_setex(args: &mut Args) -> Result<Request, Reply> {
     let raw = args.arg()?;
     let value = args.arg()?;
     let ttl = TtlMode::Set(Expiry::parse(word, &raw, &name)?);
-    Ok(Request::Write(Command::Set(Set {
+    Ok(Request::Data(Command::Set(Set {
         key,
         value,
         nx: false,

@@ -124,7 +124,7 @@ pub fn parse_write(args: &mut Args) -> Result<Request, Reply> {
         }
         _ => StrWriteOp::IncrByFloat(args.arg()?),
     };
-    Ok(Request::Write(Command::StrWrite(StrWrite { key, op })))
+    Ok(Request::Data(Command::StrWrite(StrWrite { key, op })))
 }
 
 /// Parses STRLEN, GETRANGE and SUBSTR.
@@ -136,7 +136,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
     } else {
         StrReadOp::Range(args.next_i64()?, args.next_i64()?)
     };
-    Ok(Request::Read(Command::StrRead(StrRead { key, op })))
+    Ok(Request::Data(Command::StrRead(StrRead { key, op })))
 }
 
 /// Stores `value` at `key`, keeping the key's TTL (a new key has none).

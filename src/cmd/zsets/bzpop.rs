@@ -60,7 +60,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
     let mut keys = args.rest();
     let raw = keys.pop().unwrap_or_default();
     let timeout_ms = parse_timeout(&raw)?;
-    Ok(Request::Write(Command::BZPop(BZPop {
+    Ok(Request::Data(Command::BZPop(BZPop {
         pop: ZPop {
             keys,
             max,
@@ -75,7 +75,7 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 pub fn parse_bzmpop(args: &mut Args) -> Result<Request, Reply> {
     let timeout_ms = parse_timeout(&args.arg()?)?;
     let (keys, max, count) = parse_mpop_tail(args)?;
-    Ok(Request::Write(Command::BZPop(BZPop {
+    Ok(Request::Data(Command::BZPop(BZPop {
         pop: ZPop {
             keys,
             max,

@@ -221,7 +221,7 @@ pub fn parse_zrange(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     let key = args.arg()?;
     let spec = parse_spec(&name, args, false)?;
-    Ok(Request::Read(Command::ZRange(ZRange { key, spec })))
+    Ok(Request::Data(Command::ZRange(ZRange { key, spec })))
 }
 
 impl Replicated for ZRange {
@@ -281,7 +281,7 @@ pub fn parse_zrangestore(args: &mut Args) -> Result<Request, Reply> {
     let dst = args.arg()?;
     let src = args.arg()?;
     let spec = parse_spec("zrangestore", args, true)?;
-    Ok(Request::Write(Command::ZRangeStore(ZRangeStore {
+    Ok(Request::Data(Command::ZRangeStore(ZRangeStore {
         dst,
         src,
         spec,

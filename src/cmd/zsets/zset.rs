@@ -334,7 +334,7 @@ pub fn parse_zadd(args: &mut Args) -> Result<Request, Reply> {
         let score = parse_float(&p[0]).ok_or_else(|| Reply::err(NOT_FLOAT))?;
         z.pairs.push((Float(score), p[1].clone()));
     }
-    Ok(Request::Write(Command::ZAdd(z)))
+    Ok(Request::Data(Command::ZAdd(z)))
 }
 
 impl Replicated for ZAdd {
@@ -427,7 +427,7 @@ pub struct ZRem {
 /// Parses ZREM.
 pub fn parse_zrem(args: &mut Args) -> Result<Request, Reply> {
     let key = args.arg()?;
-    Ok(Request::Write(Command::ZRem(ZRem {
+    Ok(Request::Data(Command::ZRem(ZRem {
         key,
         members: args.rest(),
     })))
@@ -494,7 +494,7 @@ pub fn parse_zremrange(args: &mut Args) -> Result<Request, Reply> {
         "zremrangebyscore" => RemRange::Score(parse_score_range(&min, &max)?),
         _ => RemRange::Lex(parse_lex_range(&min, &max)?),
     };
-    Ok(Request::Write(Command::ZRemRange(ZRemRange { key, range })))
+    Ok(Request::Data(Command::ZRemRange(ZRemRange { key, range })))
 }
 
 /// Redis's rank-range clamp: the first and last index inside `0..len`, or None if empty.
@@ -597,7 +597,7 @@ pub fn parse_zpop(args: &mut Args) -> Result<Request, Reply> {
         },
         _ => return Err(syntax_error()),
     };
-    Ok(Request::Write(Command::ZPop(ZPop {
+    Ok(Request::Data(Command::ZPop(ZPop {
         keys: vec![key],
         max,
         count: count.unwrap_or(1),
@@ -645,7 +645,7 @@ pub fn parse_mpop_tail(args: &mut Args) -> Result<(Vec<Bytes>, bool, u64), Reply
 /// Parses ZMPOP.
 pub fn parse_zmpop(args: &mut Args) -> Result<Request, Reply> {
     let (keys, max, count) = parse_mpop_tail(args)?;
-    Ok(Request::Write(Command::ZPop(ZPop {
+    Ok(Request::Data(Command::ZPop(ZPop {
         keys,
         max,
         count,
@@ -785,7 +785,7 @@ pub fn parse_read(args: &mut Args) -> Result<Request, Reply> {
             ZReadOp::Scan(cursor, args.rest())
         }
     };
-    Ok(Request::Read(Command::ZRead(ZRead { key, op })))
+    Ok(Request::Data(Command::ZRead(ZRead { key, op })))
 }
 
 fn parse_rand(args: &mut Args) -> Result<ZReadOp, Reply> {

@@ -154,7 +154,7 @@ fn spec(name: &str, args: &mut Args, store: bool) -> Result<OpSpec, Reply> {
 /// Parses ZINTER, ZUNION, ZDIFF and ZINTERCARD.
 pub fn parse_op(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
-    Ok(Request::Read(Command::ZSetOp(ZSetOp(spec(
+    Ok(Request::Data(Command::ZSetOp(ZSetOp(spec(
         &name, args, false,
     )?))))
 }
@@ -164,7 +164,7 @@ pub fn parse_store(args: &mut Args) -> Result<Request, Reply> {
     let name = args.name().to_string();
     let dst = args.arg()?;
     let spec = spec(&name, args, true)?;
-    Ok(Request::Write(Command::ZSetOpStore(ZSetOpStore {
+    Ok(Request::Data(Command::ZSetOpStore(ZSetOpStore {
         dst,
         spec,
     })))

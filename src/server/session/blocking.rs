@@ -58,8 +58,8 @@ impl Session {
         }
         let item = match (spec.parse)(&mut Args::new(argv)) {
             Err(e) => Queued::Failed(e),
-            Ok(Request::Write(c)) => Queued::Cmd(self.as_user(self.shared.default_lock_delay(c))),
-            Ok(Request::Read(c)) => Queued::Cmd(self.as_user(c)),
+            Ok(Request::Data(c)) if c.is_read() => Queued::Cmd(self.as_user(c)),
+            Ok(Request::Data(c)) => Queued::Cmd(self.as_user(self.shared.default_lock_delay(c))),
             // Redis queues it and refuses it when EXEC runs it.
             Ok(Request::Conn(ConnCmd::Sub(s))) if s.shard && s.subscribe => Queued::Failed(
                 Reply::err("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client"),
