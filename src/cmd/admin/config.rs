@@ -42,7 +42,63 @@ pub static COMMANDS: &[Spec] = &[Spec::new("config", -2, &[], NO_KEYS, parse)
         "2.0.0",
         "server",
     )
-    .subcommands(&["get", "help", "resetstat", "rewrite", "set"])];
+    .subcommands(SUBCOMMANDS)];
+
+/// CONFIG's subcommands (`config|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands config`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new(
+        "get",
+        -3,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Get the values of configuration parameters",
+        "2.0.0",
+        "server",
+    )
+    .args("{parameter}*"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "Show helpful text about the different subcommands",
+        "5.0.0",
+        "server",
+    ),
+    Spec::new(
+        "resetstat",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("Reset the stats returned by INFO", "2.0.0", "server"),
+    Spec::new(
+        "rewrite",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Rewrite the configuration file with the in memory configuration",
+        "2.8.0",
+        "server",
+    ),
+    Spec::new(
+        "set",
+        -4,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Set configuration parameters to the given values",
+        "2.0.0",
+        "server",
+    )
+    .args("parameter_value@{parameter value}*"),
+];
 
 /// A parsed CONFIG subcommand.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,7 +16,67 @@ pub static COMMANDS: &[Spec] = &[Spec::new("latency", -2, &[], NO_KEYS, parse)
         "2.8.13",
         "server",
     )
-    .subcommands(&["doctor", "help", "histogram", "latest", "reset"])];
+    .subcommands(SUBCOMMANDS)];
+
+/// LATENCY's subcommands (`latency|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands latency`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new(
+        "doctor",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Return a human readable latency analysis report.",
+        "2.8.13",
+        "server",
+    ),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "Show helpful text about the different subcommands.",
+        "2.8.13",
+        "server",
+    ),
+    Spec::new(
+        "histogram",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Return the cumulative distribution of latencies of a subset of commands or all.",
+        "7.0.0",
+        "server",
+    )
+    .args("command?*"),
+    Spec::new(
+        "latest",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Return the latest latency samples for all events.",
+        "2.8.13",
+        "server",
+    ),
+    Spec::new(
+        "reset",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Reset latency data for one or more events.",
+        "2.8.13",
+        "server",
+    )
+    .args("event?*"),
+];
 
 const HELP: &[&str] = &[
     "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

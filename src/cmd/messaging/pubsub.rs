@@ -17,14 +17,66 @@ use crate::resp::{Args, Reply};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("pubsub", -2, PUBSUB, NO_KEYS, parse)
     .docs("A container for Pub/Sub commands", "2.8.0", "pubsub")
-    .subcommands(&[
+    .subcommands(SUBCOMMANDS)];
+
+/// PUBSUB's subcommands (`pubsub|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands pubsub`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new(
         "channels",
-        "help",
-        "numpat",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("List active channels", "2.8.0", "pubsub")
+    .args("pattern:pattern?"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "Show helpful text about the different subcommands",
+        "6.2.0",
+        "pubsub",
+    ),
+    Spec::new("numpat", 2, &["pubsub", "loading", "stale"], NO_KEYS, parse).docs(
+        "Get the count of unique patterns pattern subscriptions",
+        "2.8.0",
+        "pubsub",
+    ),
+    Spec::new(
         "numsub",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Get the count of subscribers for channels",
+        "2.8.0",
+        "pubsub",
+    )
+    .args("channel?*"),
+    Spec::new(
         "shardchannels",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("List active shard channels", "7.0.0", "pubsub")
+    .args("pattern:pattern?"),
+    Spec::new(
         "shardnumsub",
-    ])];
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Get the count of subscribers for shard channels",
+        "7.0.0",
+        "pubsub",
+    )
+    .args("shardchannel?*"),
+];
 
 /// A parsed PUBSUB subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]
