@@ -54,8 +54,9 @@ pub struct Spec {
     /// `COMMAND DOCS` report as `config|get`. Empty for other commands.
     pub subcommands: &'static [Spec],
     /// The ACL categories Redis files the command under in place of its group's (without
-    /// `@`; [`Spec::categories`]); empty: its group's. Its flags add theirs either way.
-    pub categories: &'static [&'static str],
+    /// `@`; [`Spec::categories`]); `None`: its group's (none for a container). Its flags add
+    /// theirs either way.
+    pub categories: Option<&'static [&'static str]>,
     /// Palisade's own facts about the command, which Redis's flags do not say (COMMAND does
     /// not report them).
     pub own: &'static [Own],
@@ -121,7 +122,7 @@ impl Spec {
             since: "",
             group: "",
             subcommands: &[],
-            categories: &[],
+            categories: None,
             own: &[],
             args: "",
             key_specs: "",
@@ -157,9 +158,13 @@ impl Spec {
 
     /// The row with the ACL categories (without `@`) Redis files it under in place of its
     /// group's, when they differ: SORT is `&["set", "sortedset", "list", "dangerous"]`, not
-    /// `keyspace`. Its flags add theirs (`write`, `read`, `admin`, `fast`...) as for any row.
+    /// `keyspace`; `&[]` for none (PUBSUB HELP). Its flags add theirs (`write`, `read`,
+    /// `admin`, `fast`...) as for any row.
     pub const fn categories(self, categories: &'static [&'static str]) -> Spec {
-        Spec { categories, ..self }
+        Spec {
+            categories: Some(categories),
+            ..self
+        }
     }
 
     /// The row with its arguments, in the notation of [`super::argdoc`].

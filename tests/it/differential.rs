@@ -781,7 +781,7 @@ fn not_yet_implemented_commands_are_unknown() {
 // ---------------------------------------------------------------------------------------
 
 /// The names in a COMMAND LIST reply.
-fn command_list(reply: &[u8]) -> Vec<String> {
+pub(crate) fn command_list(reply: &[u8]) -> Vec<String> {
     use redis_protocol::resp2::types::OwnedFrame as F;
     let F::Array(items) = decode2(reply) else {
         panic!("COMMAND LIST is not an array: {}", show(reply));

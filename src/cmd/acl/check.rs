@@ -80,10 +80,10 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             c.push(cat);
         }
     };
-    if !spec.categories.is_empty() || !spec.subcommands.is_empty() {
-        spec.categories.iter().for_each(|cat| add(cat));
-    } else if let Some(cat) = group_category(spec.group) {
-        add(cat);
+    match spec.categories {
+        Some(declared) => declared.iter().for_each(|cat| add(cat)),
+        None if !spec.subcommands.is_empty() => {}
+        None => group_category(spec.group).into_iter().for_each(&mut add),
     }
     if flag("write") {
         add("write");

@@ -31,11 +31,13 @@ const SUBCOMMANDS: &[Spec] = &[
     )
     .docs("List active channels", "2.8.0", "pubsub")
     .args("pattern:pattern?"),
-    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
-        "6.2.0",
-        "pubsub",
-    ),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "Show helpful text about the different subcommands",
+            "6.2.0",
+            "pubsub",
+        )
+        .categories(&[]),
     Spec::new("numpat", 2, &["pubsub", "loading", "stale"], NO_KEYS, parse).docs(
         "Get the count of unique patterns pattern subscriptions",
         "2.8.0",
