@@ -311,6 +311,8 @@ mod tests {
             ("numkeys:integer key:key* (LEFT|RIGHT) COUNT=count:integer?", "numkeys key [key ...] LEFT|RIGHT [COUNT count]"),
             ("(FROMMEMBER=member|FROMLONLAT={longitude:double latitude:double})", "FROMMEMBER member|FROMLONLAT longitude latitude"),
             ("data@{field value}*", "field value [field value ...]"),
+            // CLIENT KILL's names with a colon or a slash.
+            ("(ip:port:string|ADDR=ip:port:string?|SKIPME=yes/no?)", "ip:port|[ADDR ip:port]|[SKIPME yes/no]"),
         ];
         for (notation, want) in cases {
             let args = parse(notation).unwrap_or_else(|e| panic!("{notation}: {e}"));
@@ -335,7 +337,15 @@ mod tests {
 
     #[test]
     fn bad_notation_is_an_error() {
-        for bad in ["(a|b", "{}", "a:nosuchtype", "a )", "[a]", "(a b)"] {
+        for bad in [
+            "(a|b",
+            "{}",
+            "a:nosuchtype",
+            "ip:port",
+            "a )",
+            "[a]",
+            "(a b)",
+        ] {
             assert!(parse(bad).is_err(), "{bad} parsed");
         }
     }

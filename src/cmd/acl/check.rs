@@ -1,5 +1,5 @@
 //! The permission check's view of the command table: each command's categories (Redis's,
-//! from the table's groups and flags, plus `@palisade`), the keys and channels a command line
+//! from its row: group, flags or declared categories, and a subcommand's from its own row), the keys and channels a command line
 //! names and the access each key needs, and Redis's refusal texts.
 
 use bytes::Bytes;
