@@ -8,7 +8,7 @@ running redis-server's COMMAND DOCS, as a starting point for a new command's `.a
 With `--subcommands`, prints the container's subcommand rows (all, or the SUBs named) as
 Rust `Spec` rows for its file's `SUBCOMMANDS`: arity, flags, key positions, summary, since,
 group, arguments and key specs (src/cmd/keyspec.rs's notation), read from COMMAND INFO and
-COMMAND DOCS. Palisade's own commands and subcommands, and options Redis does not have, are
+COMMAND DOCS; the summary printed is Redis's, to rewrite in our own words. Palisade's own commands and subcommands, and options Redis does not have, are
 written by hand; the differential tests `command_docs_arguments_match_redis` and
 `command_info_matches_redis` compare the result with Redis.
 """

@@ -40,7 +40,7 @@ pub static COMMANDS: &[Spec] =
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("cat", -2, &["noscript", "loading", "stale"], NO_KEYS, parse)
         .docs(
-            "List the ACL categories or the commands inside a category",
+            "List the categories, or the commands in one",
             "6.0.0",
             "server",
         )
@@ -53,7 +53,7 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Remove the specified ACL users and the associated rules",
+        "Delete users and close their connections",
         "6.0.0",
         "server",
     )
@@ -66,7 +66,7 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Returns whether the user can execute the given command without executing the command.",
+        "Tell whether a user could run a command line, without running it",
         "7.0.0",
         "server",
     )
@@ -78,11 +78,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Generate a pseudorandom secure password to use for ACL users",
-        "6.0.0",
-        "server",
-    )
+    .docs("Generate a random password", "6.0.0", "server")
     .args("bits:integer?"),
     Spec::new(
         "getuser",
@@ -91,10 +87,10 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs("Get the rules for a specific ACL user", "6.0.0", "server")
+    .docs("Describe one user's rules", "6.0.0", "server")
     .args("username"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "6.0.0",
         "server",
     ),
@@ -105,11 +101,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "List the current ACL rules in ACL config file format",
-        "6.0.0",
-        "server",
-    ),
+    .docs("List every user as a rule line", "6.0.0", "server"),
     Spec::new(
         "load",
         2,
@@ -117,11 +109,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Reload the ACLs from the configured ACL file",
-        "6.0.0",
-        "server",
-    ),
+    .docs("Reload the users from the ACL file", "6.0.0", "server"),
     Spec::new(
         "log",
         -2,
@@ -130,7 +118,7 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "List latest events denied because of ACLs in place",
+        "Read or reset the log of refused commands",
         "6.0.0",
         "server",
     )
@@ -142,11 +130,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Save the current ACL rules in the configured ACL file",
-        "6.0.0",
-        "server",
-    ),
+    .docs("Write the users to the ACL file", "6.0.0", "server"),
     Spec::new(
         "setuser",
         -3,
@@ -154,11 +138,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Modify or create the rules for a specific ACL user",
-        "6.0.0",
-        "server",
-    )
+    .docs("Create a user or change its rules", "6.0.0", "server")
     .args("username rule?*"),
     Spec::new(
         "users",
@@ -167,11 +147,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "List the username of all the configured ACL rules",
-        "6.0.0",
-        "server",
-    ),
+    .docs("List the user names", "6.0.0", "server"),
     Spec::new(
         "whoami",
         2,
@@ -179,11 +155,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Return the name of the user associated to the current connection",
-        "6.0.0",
-        "server",
-    ),
+    .docs("Name this connection's user", "6.0.0", "server"),
 ];
 
 /// The error for an unauthenticated command.

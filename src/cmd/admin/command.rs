@@ -34,40 +34,36 @@ pub static COMMANDS: &[Spec] = &[
 /// --subcommands command`).
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("count", 2, &["loading", "stale"], NO_KEYS, parse)
-        .docs("Get total number of Redis commands", "2.8.13", "server")
+        .docs("Count the commands this server knows", "2.8.13", "server")
         .categories(&["connection"]),
     Spec::new("docs", -2, &["loading", "stale"], NO_KEYS, parse)
         .docs(
-            "Get array of specific Redis command documentation",
+            "Describe commands for clients: summary, group, arguments",
             "7.0.0",
             "server",
         )
         .categories(&["connection"])
         .args("command-name?*"),
     Spec::new("getkeys", -4, &["loading", "stale"], NO_KEYS, parse)
-        .docs(
-            "Extract keys given a full Redis command",
-            "2.8.13",
-            "server",
-        )
+        .docs("Find the keys of a command line", "2.8.13", "server")
         .categories(&["connection"]),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
-        .docs(
-            "Show helpful text about the different subcommands",
-            "5.0.0",
-            "server",
-        )
+        .docs("List the subcommands and what they take", "5.0.0", "server")
         .categories(&["connection"]),
     Spec::new("info", -2, &["loading", "stale"], NO_KEYS, parse)
         .docs(
-            "Get array of specific Redis command details, or all when no argument is given.",
+            "Describe commands: arity, flags, keys, categories (all when none is named)",
             "2.8.13",
             "server",
         )
         .categories(&["connection"])
         .args("command-name?*"),
     Spec::new("list", -2, &["loading", "stale"], NO_KEYS, parse)
-        .docs("Get an array of Redis command names", "7.0.0", "server")
+        .docs(
+            "List the names of the commands this server knows",
+            "7.0.0",
+            "server",
+        )
         .categories(&["connection"])
         .args("filterby@FILTERBY=(MODULE=module-name|ACLCAT=category|PATTERN=pattern:pattern)?"),
 ];

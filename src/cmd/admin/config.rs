@@ -55,13 +55,13 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Get the values of configuration parameters",
+        "Read the settings matching one or more glob patterns",
         "2.0.0",
         "server",
     )
     .args("{parameter}*"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "5.0.0",
         "server",
     ),
@@ -72,7 +72,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs("Reset the stats returned by INFO", "2.0.0", "server"),
+    .docs("Reset the statistics INFO reports", "2.0.0", "server"),
     Spec::new(
         "rewrite",
         2,
@@ -81,7 +81,7 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Rewrite the configuration file with the in memory configuration",
+        "Write the running settings back to the configuration file",
         "2.8.0",
         "server",
     ),
@@ -92,11 +92,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Set configuration parameters to the given values",
-        "2.0.0",
-        "server",
-    )
+    .docs("Change one or more settings", "2.0.0", "server")
     .args("parameter_value@{parameter value}*"),
 ];
 

@@ -29,12 +29,12 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Return a human readable latency analysis report.",
+        "Report on latency (monitoring is off in Palisade)",
         "2.8.13",
         "server",
     ),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands.",
+        "List the subcommands and what they take",
         "2.8.13",
         "server",
     ),
@@ -45,11 +45,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Return the cumulative distribution of latencies of a subset of commands or all.",
-        "7.0.0",
-        "server",
-    )
+    .docs("Report per-command latency histograms", "7.0.0", "server")
     .args("command?*"),
     Spec::new(
         "latest",
@@ -59,7 +55,7 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Return the latest latency samples for all events.",
+        "Report the latest latency spikes (none: monitoring is off)",
         "2.8.13",
         "server",
     ),
@@ -71,7 +67,7 @@ const SUBCOMMANDS: &[Spec] = &[
         parse,
     )
     .docs(
-        "Reset latency data for one or more events.",
+        "Clear the latency spikes of some or all events",
         "2.8.13",
         "server",
     )

@@ -25,17 +25,21 @@ pub static COMMANDS: &[Spec] = &[Spec::new("memory", -2, &[], NO_KEYS, parse)
 /// --subcommands memory`).
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "4.0.0",
         "server",
     ),
     Spec::new("purge", 2, &[], NO_KEYS, parse).docs(
-        "Ask the allocator to release memory",
+        "Ask the allocator to give memory back (nothing to do here)",
         "4.0.0",
         "server",
     ),
     Spec::new("usage", -3, &["readonly"], (2, 2, 1), parse)
-        .docs("Estimate the memory usage of a key", "4.0.0", "server")
+        .docs(
+            "Estimate the memory a key and its value would take in Redis",
+            "4.0.0",
+            "server",
+        )
         .args("key:key SAMPLES=count:integer?")
         .key_specs("RO@i2/r0,1,0"),
 ];

@@ -28,20 +28,24 @@ pub static COMMANDS: &[Spec] = &[Spec::new("slowlog", -2, &[], NO_KEYS, parse)
 /// --subcommands slowlog`).
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("get", -2, &["admin", "loading", "stale"], NO_KEYS, parse)
-        .docs("Get the slow log's entries", "2.2.12", "server")
+        .docs(
+            "Read the newest entries of the slow log",
+            "2.2.12",
+            "server",
+        )
         .args("count:integer?"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "6.2.0",
         "server",
     ),
     Spec::new("len", 2, &["admin", "loading", "stale"], NO_KEYS, parse).docs(
-        "Get the slow log's length",
+        "Count the entries of the slow log",
         "2.2.12",
         "server",
     ),
     Spec::new("reset", 2, &["admin", "loading", "stale"], NO_KEYS, parse).docs(
-        "Clear all entries from the slow log",
+        "Empty the slow log",
         "2.2.12",
         "server",
     ),

@@ -23,44 +23,44 @@ pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &[], NO_KEYS, parse)
 /// --subcommands client`) and Palisade's own.
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("getname", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Get the current connection name", "2.6.9", "connection"),
+        .docs("Read this connection's name", "2.6.9", "connection"),
     Spec::new("getredir", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Get tracking notifications redirection client ID if any", "6.0.0", "connection"),
+        .docs("Report where tracking notifications go (tracking is off)", "6.0.0", "connection"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
-        .docs("Show helpful text about the different subcommands", "5.0.0", "connection"),
+        .docs("List the subcommands and what they take", "5.0.0", "connection"),
     Spec::new("id", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Returns the client ID for the current connection", "5.0.0", "connection"),
+        .docs("Report this connection's id", "5.0.0", "connection"),
     Spec::new("info", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Returns information about the current client connection.", "6.2.0", "connection"),
+        .docs("Describe this connection as one CLIENT LIST line", "6.2.0", "connection"),
     Spec::new("kill", -3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Kill the connection of a client", "2.4.0", "connection")
+        .docs("Close other clients' connections, by address or filter", "2.4.0", "connection")
         .args("filter@(ip:port:string|new-format@(ID=client-id:integer?|normal_master_slave_pubsub@TYPE=(NORMAL|MASTER|SLAVE|REPLICA|PUBSUB)?|USER=username?|ADDR=ip:port:string?|LADDR=ip:port:string?|SKIPME=yes/no?)*)"),
     Spec::new("list", -2, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Get the list of client connections", "2.4.0", "connection")
+        .docs("Describe the open connections, one line each", "2.4.0", "connection")
         .args("normal_master_replica_pubsub@TYPE=(NORMAL|MASTER|REPLICA|PUBSUB)? id@ID={client-id:integer*}?"),
     Spec::new("no-evict", 3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Set client eviction mode for the current connection", "7.0.0", "connection")
+        .docs("Exempt this connection from client eviction", "7.0.0", "connection")
         .args("enabled@(ON|OFF)"),
     Spec::new("pause", -3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Stop processing commands from clients for some time", "2.9.50", "connection")
+        .docs("Hold clients' commands for a while", "2.9.50", "connection")
         .args("timeout:integer mode@(WRITE|ALL)?"),
     Spec::new("reply", 3, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Instruct the server whether to reply to commands", "3.2.0", "connection")
+        .docs("Turn this connection's replies on, off, or off for one command", "3.2.0", "connection")
         .args("on_off_skip@(ON|OFF|SKIP)"),
     Spec::new("setinfo", -4, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Set client or connection specific info", "7.2.0", "connection")
+        .docs("Record the client library's name or version", "7.2.0", "connection")
         .args("attr@(LIB-NAME=libname|LIB-VER=libver)"),
     Spec::new("setname", 3, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Set the current connection name", "2.6.9", "connection")
+        .docs("Name this connection", "2.6.9", "connection")
         .args("connection-name"),
     Spec::new("tracking", -3, &["noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Enable or disable server assisted client side caching support", "6.0.0", "connection")
+        .docs("Turn client-side caching support on or off", "6.0.0", "connection")
         .args("status@(ON|OFF) REDIRECT=client-id:integer? PREFIX=prefix?*+ BCAST? OPTIN? OPTOUT? NOLOOP?"),
     Spec::new("unblock", -3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Unblock a client blocked in a blocking command from a different connection", "5.0.0", "connection")
+        .docs("Wake a client waiting in a blocking command", "5.0.0", "connection")
         .args("client-id:integer timeout_error@(TIMEOUT|ERROR)?"),
     Spec::new("unpause", 2, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
-        .docs("Resume processing of clients that were paused", "6.2.0", "connection"),
+        .docs("Let paused clients' commands run again", "6.2.0", "connection"),
 ];
 
 /// A parsed CLIENT subcommand.

@@ -36,7 +36,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new("object", -2, &[], NO_KEYS, parse)
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("encoding", 3, &["readonly"], (2, 2, 1), parse)
         .docs(
-            "Inspect the internal encoding of a Redis object",
+            "Report the encoding Redis would use for a key's value",
             "2.2.3",
             "generic",
         )
@@ -44,20 +44,20 @@ const SUBCOMMANDS: &[Spec] = &[
         .key_specs("RO@i2/r0,1,0"),
     Spec::new("freq", 3, &["readonly"], (2, 2, 1), parse)
         .docs(
-            "Get the logarithmic access frequency counter of a Redis object",
+            "Report a key's access frequency counter",
             "4.0.0",
             "generic",
         )
         .args("key:key")
         .key_specs("RO@i2/r0,1,0"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "6.2.0",
         "generic",
     ),
     Spec::new("idletime", 3, &["readonly"], (2, 2, 1), parse)
         .docs(
-            "Get the time since a Redis object was last accessed",
+            "Report the seconds since a key was last used",
             "2.2.3",
             "generic",
         )
@@ -65,7 +65,7 @@ const SUBCOMMANDS: &[Spec] = &[
         .key_specs("RO@i2/r0,1,0"),
     Spec::new("refcount", 3, &["readonly"], (2, 2, 1), parse)
         .docs(
-            "Get the number of references to the value of the key",
+            "Report the reference count of a key's value",
             "2.2.3",
             "generic",
         )

@@ -29,17 +29,13 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs("List active channels", "2.8.0", "pubsub")
+    .docs("List the channels with subscribers", "2.8.0", "pubsub")
     .args("pattern:pattern?"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
-        .docs(
-            "Show helpful text about the different subcommands",
-            "6.2.0",
-            "pubsub",
-        )
+        .docs("List the subcommands and what they take", "6.2.0", "pubsub")
         .categories(&[]),
     Spec::new("numpat", 2, &["pubsub", "loading", "stale"], NO_KEYS, parse).docs(
-        "Get the count of unique patterns pattern subscriptions",
+        "Count the subscribed patterns",
         "2.8.0",
         "pubsub",
     ),
@@ -50,11 +46,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Get the count of subscribers for channels",
-        "2.8.0",
-        "pubsub",
-    )
+    .docs("Count each channel's subscribers", "2.8.0", "pubsub")
     .args("channel?*"),
     Spec::new(
         "shardchannels",
@@ -63,7 +55,11 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs("List active shard channels", "7.0.0", "pubsub")
+    .docs(
+        "List the shard channels with subscribers",
+        "7.0.0",
+        "pubsub",
+    )
     .args("pattern:pattern?"),
     Spec::new(
         "shardnumsub",
@@ -72,11 +68,7 @@ const SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         parse,
     )
-    .docs(
-        "Get the count of subscribers for shard channels",
-        "7.0.0",
-        "pubsub",
-    )
+    .docs("Count each shard channel's subscribers", "7.0.0", "pubsub")
     .args("shardchannel?*"),
 ];
 

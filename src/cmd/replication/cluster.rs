@@ -71,54 +71,46 @@ pub static COMMANDS: &[Spec] = &[
 /// --subcommands cluster`) and Palisade's own.
 const SUBCOMMANDS: &[Spec] = &[
     Spec::new("countkeysinslot", 3, &["stale"], NO_KEYS, parse)
-        .docs(
-            "Return the number of local keys in the specified hash slot",
-            "3.0.0",
-            "cluster",
-        )
+        .docs("Count the keys in a hash slot", "3.0.0", "cluster")
         .args("slot:integer"),
     Spec::new("getkeysinslot", 4, &["stale"], NO_KEYS, parse)
-        .docs(
-            "Return local key names in the specified hash slot",
-            "3.0.0",
-            "cluster",
-        )
+        .docs("List some keys of a hash slot", "3.0.0", "cluster")
         .args("slot:integer count:integer"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "5.0.0",
         "cluster",
     ),
     Spec::new("info", 2, &["stale"], NO_KEYS, parse).docs(
-        "Provides info about Redis Cluster node state",
+        "Describe the cluster's state",
         "3.0.0",
         "cluster",
     ),
     Spec::new("keyslot", 3, &["stale"], NO_KEYS, parse)
-        .docs(
-            "Returns the hash slot of the specified key",
-            "3.0.0",
-            "cluster",
-        )
+        .docs("Report the hash slot of a key", "3.0.0", "cluster")
         .args("key"),
-    Spec::new("myid", 2, &["stale"], NO_KEYS, parse).docs("Return the node id", "3.0.0", "cluster"),
+    Spec::new("myid", 2, &["stale"], NO_KEYS, parse).docs(
+        "Report this node's id",
+        "3.0.0",
+        "cluster",
+    ),
     Spec::new("myshardid", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Return the node's shard id",
+        "Report the id of this node's shard",
         "7.2.0",
         "cluster",
     ),
     Spec::new("nodes", 2, &["stale"], NO_KEYS, parse).docs(
-        "Get Cluster config for the node",
+        "Describe the nodes, one line each",
         "3.0.0",
         "cluster",
     ),
     Spec::new("shards", 2, &["stale"], NO_KEYS, parse).docs(
-        "Get array of cluster slots to node mappings",
+        "Describe the shard: its slots and nodes",
         "7.0.0",
         "cluster",
     ),
     Spec::new("slots", 2, &["stale"], NO_KEYS, parse).docs(
-        "Get array of Cluster slot to node mappings",
+        "Map the slot ranges to their nodes",
         "3.0.0",
         "cluster",
     ),

@@ -38,31 +38,27 @@ const SUBCOMMANDS: &[Spec] = &[
         .args("instructions:integer?"),
     Spec::new("exists", -3, &["noscript"], NO_KEYS, parse)
         .docs(
-            "Check existence of scripts in the script cache.",
+            "Tell which of the given SHA1 digests are cached scripts",
             "2.6.0",
             "scripting",
         )
         .args("sha1*"),
     Spec::new("flush", -2, &["noscript"], NO_KEYS, parse)
-        .docs(
-            "Remove all the scripts from the script cache.",
-            "2.6.0",
-            "scripting",
-        )
+        .docs("Empty the script cache", "2.6.0", "scripting")
         .args("(ASYNC|SYNC)?"),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
-        "Show helpful text about the different subcommands",
+        "List the subcommands and what they take",
         "5.0.0",
         "scripting",
     ),
     Spec::new("kill", 2, &["noscript", "allow_busy"], NO_KEYS, parse).docs(
-        "Kill the script currently in execution.",
+        "Stop the running script, if it has not written",
         "2.6.0",
         "scripting",
     ),
     Spec::new("load", 3, &["noscript", "stale"], NO_KEYS, parse)
         .docs(
-            "Load the specified Lua script into the script cache.",
+            "Cache a script and return its SHA1 digest",
             "2.6.0",
             "scripting",
         )
