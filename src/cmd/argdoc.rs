@@ -3,7 +3,8 @@
 //! in a one-line notation:
 //!
 //! - `name` is an argument of type `string`; `name:type` gives another type (`key`,
-//!   `integer`, `double`, `pattern`, `unix-time`);
+//!   `integer`, `double`, `pattern`, `unix-time`), and a name with a colon gives its type
+//!   (`ip:port:string`);
 //! - a word in capitals (`NX`) is a pure token, named by its lower-case form;
 //! - `TOKEN=arg` is an argument that follows a token (`PX=milliseconds:integer`);
 //! - `(a|b|c)` is one of several, `{a b c}` a block of arguments that go together;
@@ -73,7 +74,7 @@ impl Parser<'_> {
         let start = self.at;
         while self
             .peek()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
         {
             self.at += 1;
         }
@@ -159,12 +160,20 @@ impl Parser<'_> {
                         return Ok(inner);
                     }
                     Some(b':') => {
-                        self.at += 1;
-                        let kind = self.word();
+                        // The last `:` gives the type: `ip:port:string` is named `ip:port`.
+                        let mut name = word;
+                        let mut kind = String::new();
+                        while self.peek() == Some(b':') {
+                            self.at += 1;
+                            if !kind.is_empty() {
+                                name = format!("{name}:{kind}");
+                            }
+                            kind = self.word();
+                        }
                         if !TYPES.contains(&kind.as_str()) {
                             return Err(format!("unknown type '{kind}'"));
                         }
-                        leaf(word, &kind)
+                        leaf(name, &kind)
                     }
                     _ if is_token(&word) => Arg {
                         token: Some(word.clone()),
@@ -302,6 +311,8 @@ mod tests {
             ("numkeys:integer key:key* (LEFT|RIGHT) COUNT=count:integer?", "numkeys key [key ...] LEFT|RIGHT [COUNT count]"),
             ("(FROMMEMBER=member|FROMLONLAT={longitude:double latitude:double})", "FROMMEMBER member|FROMLONLAT longitude latitude"),
             ("data@{field value}*", "field value [field value ...]"),
+            // CLIENT KILL's names with a colon or a slash.
+            ("(ip:port:string|ADDR=ip:port:string?|SKIPME=yes/no?)", "ip:port|[ADDR ip:port]|[SKIPME yes/no]"),
         ];
         for (notation, want) in cases {
             let args = parse(notation).unwrap_or_else(|e| panic!("{notation}: {e}"));
@@ -326,7 +337,15 @@ mod tests {
 
     #[test]
     fn bad_notation_is_an_error() {
-        for bad in ["(a|b", "{}", "a:nosuchtype", "a )", "[a]", "(a b)"] {
+        for bad in [
+            "(a|b",
+            "{}",
+            "a:nosuchtype",
+            "ip:port",
+            "a )",
+            "[a]",
+            "(a b)",
+        ] {
             assert!(parse(bad).is_err(), "{bad} parsed");
         }
     }

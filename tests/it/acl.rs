@@ -189,6 +189,91 @@ fn a_limited_user_is_refused_as_redis_refuses_resp3() {
     diff(3, &limited_user_steps());
 }
 
+/// A user without `@dangerous` runs the subcommands Redis files elsewhere (CLIENT SETNAME,
+/// ACL WHOAMI, COMMAND INFO) and is refused the dangerous ones (CLIENT KILL, ACL SETUSER,
+/// CONFIG GET), each by its subcommand row's categories.
+fn subcommand_category_steps() -> Vec<Step> {
+    let mut s = setup();
+    s.extend([
+        same("ACL SETUSER frank on nopass +@all -@dangerous allkeys allchannels"),
+        same("AUTH frank x"),
+        same("CLIENT SETNAME n"),
+        same("CLIENT GETNAME"),
+        same("CLIENT KILL ID 999999"),
+        same("CLIENT LIST ID 1"),
+        same("ACL WHOAMI"),
+        same("ACL SETUSER x"),
+        same("ACL DELUSER x"),
+        same("CONFIG GET maxclients"),
+        same("COMMAND INFO nosuch"),
+        same("SLOWLOG LEN"),
+        same("OBJECT ENCODING nosuch"),
+        same("ROLE"),
+        same("LASTSAVE"),
+        same("KEYS nosuch*"),
+        same("DBSIZE"),
+    ]);
+    s
+}
+
+#[test]
+fn subcommands_are_refused_by_their_own_categories() {
+    diff(2, &subcommand_category_steps());
+}
+
+/// ACL CAT of each of Redis's categories names the same commands and subcommands
+/// (`client|kill`, as Redis 7 lists them) as redis-server's, among those both have: each
+/// subcommand is filed by its own row. PUBSUB, which carries its subcommands' `pubsub` flag
+/// (`CONTAINER_FLAGS` in differential.rs), is also in `@pubsub`.
+#[test]
+fn acl_cat_of_each_category_matches_redis() {
+    use crate::differential::command_list;
+    use palisade::cmd::registry::sub_spec;
+    use std::collections::BTreeSet;
+    let redis = RedisServer::start();
+    let pal = Server::start();
+    let (mut rc, mut pc) = (redis.conn(), pal.conn());
+    let ours_has = |name: &str| match name.split_once('|') {
+        Some((c, s)) => palisade::cmd::lookup(c)
+            .and_then(|c| sub_spec(c, s))
+            .is_some(),
+        None => palisade::cmd::lookup(name).is_some(),
+    };
+    let cats = command_list(&rc.c("ACL CAT"));
+    let lists: Vec<(String, Vec<String>, Vec<String>)> = cats
+        .iter()
+        .map(|cat| {
+            let line = format!("ACL CAT {cat}");
+            (
+                cat.clone(),
+                command_list(&rc.c(&line)),
+                command_list(&pc.c(&line)),
+            )
+        })
+        .collect();
+    let redis_has: BTreeSet<&String> = lists.iter().flat_map(|l| &l.1).collect();
+    let mut bad = Vec::new();
+    let mut subs = 0;
+    for (cat, theirs, ours) in &lists {
+        let theirs: BTreeSet<&String> = theirs.iter().filter(|n| ours_has(n)).collect();
+        let ours: BTreeSet<&String> = ours.iter().filter(|n| redis_has.contains(n)).collect();
+        subs += ours.iter().filter(|n| n.contains('|')).count();
+        for n in theirs.symmetric_difference(&ours) {
+            if (cat.as_str(), n.as_str()) == ("pubsub", "pubsub") {
+                continue;
+            }
+            let who = if ours.contains(n) {
+                "Palisade"
+            } else {
+                "redis-server"
+            };
+            bad.push(format!("@{cat}: only {who} lists {n}"));
+        }
+    }
+    assert!(subs >= 100, "only {subs} subcommand entries compared");
+    assert!(bad.is_empty(), "ACL CAT differs:\n{}", bad.join("\n"));
+}
+
 /// `--requirepass` keeps working as before: it is the `default` user's password.
 fn requirepass_steps() -> Vec<Step> {
     vec![

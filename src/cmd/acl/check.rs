@@ -1,10 +1,10 @@
 //! The permission check's view of the command table: each command's categories (Redis's,
-//! from the table's groups and flags, plus `@palisade`), the keys and channels a command line
+//! from its row: group, flags or declared categories, and a subcommand's from its own row), the keys and channels a command line
 //! names and the access each key needs, and Redis's refusal texts.
 
 use bytes::Bytes;
 
-use crate::cmd::registry::{lookup, table, Spec, PALISADE_GROUP};
+use crate::cmd::registry::{lookup, sub_spec, subcommand_names, table, Spec, PALISADE_GROUP};
 use crate::resp::args::parse_i64;
 use crate::resp::Reply;
 use crate::state::acl::{Access, Catalog, Denied, Subject, User};
@@ -52,11 +52,9 @@ impl Catalog for TableCatalog {
     }
 }
 
-/// A container's subcommands, from its table row ([`Spec::subcommands`]).
+/// A container's subcommand names, from its table row ([`Spec::subcommands`]).
 pub(super) fn subcommands(name: &str) -> Option<&'static [&'static str]> {
-    lookup(name)
-        .map(|s| s.subcommands)
-        .filter(|s| !s.is_empty())
+    subcommand_names(name)
 }
 
 /// False for a container command line whose subcommand does not exist (Redis's
@@ -68,8 +66,13 @@ pub fn known_subcommand(spec: &Spec, argv: &[Bytes]) -> bool {
     }
 }
 
-/// The categories of a command, or of its subcommand (`sub`, lower-case) for containers.
+/// The categories of a command, or of its subcommand (`sub`, lower-case) for containers: a
+/// subcommand's are its own row's. A row's are those it declares ([`Spec::categories`]), or
+/// else its group's (none for a container, as in Redis), then its flags'.
 pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
+    if let Some(row) = sub.and_then(|s| sub_spec(spec, s)) {
+        return categories(row, None);
+    }
     let flag = |f: &str| spec.flags.contains(&f);
     let mut c = Vec::new();
     let mut add = |cat: &'static str| {
@@ -77,38 +80,10 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
             c.push(cat);
         }
     };
-    // SORT and SORT_RO (group generic) work on lists, sets and sorted sets, and reach
-    // other keys through BY and GET: Redis files them under those types and @dangerous.
-    if matches!(spec.name, "sort" | "sort_ro") {
-        for cat in ["set", "sortedset", "list", "dangerous"] {
-            add(cat);
-        }
-    }
-    match spec.group {
-        _ if matches!(spec.name, "sort" | "sort_ro") => {}
-        // WAIT is filed under generic but Redis puts it in @connection.
-        _ if spec.name == "wait" => add("connection"),
-        // READONLY, READWRITE, ASKING: group cluster, category @connection in Redis.
-        _ if matches!(spec.name, "readonly" | "readwrite" | "asking") => add("connection"),
-        "set" => add("set"),
-        "string" => add("string"),
-        "list" => add("list"),
-        "hash" => add("hash"),
-        "bitmap" => add("bitmap"),
-        "sorted-set" => add("sortedset"),
-        "geo" => add("geo"),
-        "generic" => add("keyspace"),
-        "server" if matches!(spec.name, "flushall" | "flushdb" | "swapdb" | "dbsize") => {
-            add("keyspace")
-        }
-        // COMMAND: group server, category @connection in Redis.
-        "server" if spec.name == "command" => add("connection"),
-        "connection" => add("connection"),
-        "transactions" => add("transaction"),
-        "scripting" => add("scripting"),
-        "pubsub" => add("pubsub"),
-        PALISADE_GROUP => add(PALISADE_GROUP),
-        _ => {}
+    match spec.categories {
+        Some(declared) => declared.iter().for_each(|cat| add(cat)),
+        None if !spec.subcommands.is_empty() => {}
+        None => group_category(spec.group).into_iter().for_each(&mut add),
     }
     if flag("write") {
         add("write");
@@ -123,33 +98,34 @@ pub fn categories(spec: &Spec, sub: Option<&str>) -> Vec<&'static str> {
     if flag("blocking") {
         add("blocking");
     }
-    if dangerous(spec.name, sub) || flag("admin") {
-        for cat in ["admin", "dangerous"] {
-            add(cat);
-        }
-    }
-    if matches!(
-        spec.name,
-        "keys" | "info" | "swapdb" | "flushall" | "flushdb"
-    ) {
+    if flag("admin") {
+        add("admin");
         add("dangerous");
     }
     add(if flag("fast") { "fast" } else { "slow" });
     c
 }
 
-/// The admin commands (or subcommands) Redis puts in `@admin` and `@dangerous`.
-fn dangerous(name: &str, sub: Option<&str>) -> bool {
-    match name {
-        "config" | "shutdown" | "slowlog" | "latency" | "role" | "lastsave" => true,
-        "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
-        // As Redis 7: the subcommands that act on other clients or the server are @dangerous.
-        "client" => matches!(
-            sub,
-            Some("list" | "kill" | "pause" | "unpause" | "unblock" | "no-evict")
-        ),
-        _ => false,
-    }
+/// The category of a command group, for the rows that declare none of their own.
+fn group_category(group: &str) -> Option<&'static str> {
+    Some(match group {
+        "set" => "set",
+        "string" => "string",
+        "list" => "list",
+        "hash" => "hash",
+        "bitmap" => "bitmap",
+        "sorted-set" => "sortedset",
+        "geo" => "geo",
+        "generic" => "keyspace",
+        "connection" => "connection",
+        "transactions" => "transaction",
+        "scripting" => "scripting",
+        "pubsub" => "pubsub",
+        "hyperloglog" => "hyperloglog",
+        "stream" => "stream",
+        PALISADE_GROUP => PALISADE_GROUP,
+        _ => return None,
+    })
 }
 
 /// The access of a command that only reads its keys.
@@ -393,21 +369,20 @@ pub fn script_denied(denied: Denied) -> Reply {
     })
 }
 
-/// ACL CAT category: the commands in it, in table order; None for an unknown category.
-pub fn category_commands(cat: &str) -> Option<Vec<&'static str>> {
+/// ACL CAT category: the commands in it, in table order, each followed by its subcommands
+/// in it, named `container|sub` as Redis 7 names them; None for an unknown category.
+pub fn category_commands(cat: &str) -> Option<Vec<String>> {
     if !CATEGORIES.contains(&cat) {
         return None;
     }
     let mut out = Vec::new();
     for spec in table() {
         if categories(spec, None).contains(&cat) {
-            out.push(spec.name);
+            out.push(spec.name.to_string());
         }
-        if let Some(subs) = subcommands(spec.name) {
-            for sub in subs {
-                if categories(spec, Some(sub)).contains(&cat) && !out.contains(&spec.name) {
-                    out.push(spec.name);
-                }
+        for sub in spec.subcommands {
+            if categories(sub, None).contains(&cat) {
+                out.push(format!("{}|{}", spec.name, sub.name));
             }
         }
     }

@@ -5,9 +5,11 @@
 //! COMMAND DOCS has Redis 7's shape, a map from command name to a map of `summary`, `since`
 //! and `group` (flattened to arrays in RESP2), taken from the same rows as COMMAND INFO.
 //! It also has `arguments`, from the row's notation ([`crate::cmd::argdoc`]), which redis-cli
-//! reads at start for its hints and `HELP` lines. It leaves out what else Redis adds
-//! (complexity, history, each argument's `since`, subcommands' own docs). Unknown names are
-//! left out of the reply, as in Redis.
+//! reads at start for its hints and `HELP` lines, and a container's `subcommands` (a map of
+//! `config|get` to its own docs, from the container's subcommand rows). COMMAND INFO's tenth
+//! element lists a container's subcommands' entries the same way. It leaves out what else
+//! Redis adds (complexity, history, each argument's `since`). Unknown names are left out of
+//! the reply, as in Redis.
 
 use bytes::Bytes;
 
@@ -24,12 +26,58 @@ pub static COMMANDS: &[Spec] = &[
             "2.8.13",
             "server",
         )
-        .subcommands(&["count", "docs", "getkeys", "help", "info", "list"]),
+        .categories(&["connection"])
+        .subcommands(SUBCOMMANDS),
 ];
 
+/// COMMAND's subcommands (`command|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands command`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("count", 2, &["loading", "stale"], NO_KEYS, parse)
+        .docs("Count the commands this server knows", "2.8.13", "server")
+        .categories(&["connection"]),
+    Spec::new("docs", -2, &["loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "Describe commands for clients: summary, group, arguments",
+            "7.0.0",
+            "server",
+        )
+        .categories(&["connection"])
+        .args("command-name?*"),
+    Spec::new("getkeys", -4, &["loading", "stale"], NO_KEYS, parse)
+        .docs("Find the keys of a command line", "2.8.13", "server")
+        .categories(&["connection"]),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
+        .docs("List the subcommands and what they take", "5.0.0", "server")
+        .categories(&["connection"]),
+    Spec::new("info", -2, &["loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "Describe commands: arity, flags, keys, categories (all when none is named)",
+            "2.8.13",
+            "server",
+        )
+        .categories(&["connection"])
+        .args("command-name?*"),
+    Spec::new("list", -2, &["loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "List the names of the commands this server knows",
+            "7.0.0",
+            "server",
+        )
+        .categories(&["connection"])
+        .args("filterby@FILTERBY=(MODULE=module-name|ACLCAT=category|PATTERN=pattern:pattern)?"),
+];
+
+/// One command's COMMAND INFO entry.
 fn info(spec: &Spec) -> Reply {
+    info_named(spec, spec.name.to_string())
+}
+
+/// A COMMAND INFO entry named `name` (`config|get` for a subcommand's row): its tenth
+/// element holds a container's subcommands' entries, as Redis 7 reports them.
+fn info_named(spec: &Spec, name: String) -> Reply {
     Reply::Array(vec![
-        Reply::text(spec.name),
+        Reply::Bulk(Bytes::from(name)),
         Reply::Int(spec.arity as i64),
         Reply::Set(
             spec.flags
@@ -50,12 +98,24 @@ fn info(spec: &Spec) -> Reply {
         Reply::Array(vec![]),
         // Key specs; a row's notation is checked by a unit test (`every_rows_key_specs_parse`).
         crate::cmd::keyspec::reply(&crate::cmd::keyspec::parse(spec.key_specs).unwrap_or_default()),
-        Reply::Array(vec![]),
+        Reply::Array(
+            spec.subcommands
+                .iter()
+                .map(|sub| info_named(sub, format!("{}|{}", spec.name, sub.name)))
+                .collect(),
+        ),
     ])
 }
 
 /// One command's COMMAND DOCS entry: its name and the map of its docs.
 fn docs(spec: &Spec) -> (Reply, Reply) {
+    docs_named(spec, spec.name.to_string())
+}
+
+/// A COMMAND DOCS entry named `name` (`config|get` for a subcommand's row): a container's
+/// has `subcommands`, a map of its subcommands' entries, as Redis 7 reports them (redis-cli
+/// builds its hints for `CONFIG GET` from them).
+fn docs_named(spec: &Spec, name: String) -> (Reply, Reply) {
     let fields = [
         ("summary", spec.summary),
         ("since", spec.since),
@@ -71,7 +131,15 @@ fn docs(spec: &Spec) -> (Reply, Reply) {
             map.push((Reply::text("arguments"), crate::cmd::argdoc::reply(&args)));
         }
     }
-    (Reply::text(spec.name), Reply::Map(map))
+    if !spec.subcommands.is_empty() {
+        let subs = spec
+            .subcommands
+            .iter()
+            .map(|sub| docs_named(sub, format!("{}|{}", spec.name, sub.name)))
+            .collect();
+        map.push((Reply::text("subcommands"), Reply::Map(subs)));
+    }
+    (Reply::Bulk(Bytes::from(name)), Reply::Map(map))
 }
 
 /// The rows of the named commands (`None` for an unknown name, looked up in any case), or

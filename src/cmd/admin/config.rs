@@ -42,7 +42,59 @@ pub static COMMANDS: &[Spec] = &[Spec::new("config", -2, &[], NO_KEYS, parse)
         "2.0.0",
         "server",
     )
-    .subcommands(&["get", "help", "resetstat", "rewrite", "set"])];
+    .subcommands(SUBCOMMANDS)];
+
+/// CONFIG's subcommands (`config|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands config`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new(
+        "get",
+        -3,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Read the settings matching one or more glob patterns",
+        "2.0.0",
+        "server",
+    )
+    .args("{parameter}*"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "5.0.0",
+        "server",
+    ),
+    Spec::new(
+        "resetstat",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("Reset the statistics INFO reports", "2.0.0", "server"),
+    Spec::new(
+        "rewrite",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Write the running settings back to the configuration file",
+        "2.8.0",
+        "server",
+    ),
+    Spec::new(
+        "set",
+        -4,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("Change one or more settings", "2.0.0", "server")
+    .args("parameter_value@{parameter value}*"),
+];
 
 /// A parsed CONFIG subcommand.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,7 +21,8 @@ pub static COMMANDS: &[Spec] = &[Spec::new("info", -1, &["loading", "stale"], NO
         "Report server status and statistics, by section",
         "1.0.0",
         "server",
-    )];
+    )
+    .categories(&["dangerous"])];
 
 /// INFO persistence's `rdb_*` fields: this node's SAVE/BGSAVE snapshots.
 #[derive(Debug, Clone, Copy, Default)]

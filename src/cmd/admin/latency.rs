@@ -16,7 +16,63 @@ pub static COMMANDS: &[Spec] = &[Spec::new("latency", -2, &[], NO_KEYS, parse)
         "2.8.13",
         "server",
     )
-    .subcommands(&["doctor", "help", "histogram", "latest", "reset"])];
+    .subcommands(SUBCOMMANDS)];
+
+/// LATENCY's subcommands (`latency|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands latency`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new(
+        "doctor",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Report on latency (monitoring is off in Palisade)",
+        "2.8.13",
+        "server",
+    ),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "2.8.13",
+        "server",
+    ),
+    Spec::new(
+        "histogram",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("Report per-command latency histograms", "7.0.0", "server")
+    .args("command?*"),
+    Spec::new(
+        "latest",
+        2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Report the latest latency spikes (none: monitoring is off)",
+        "2.8.13",
+        "server",
+    ),
+    Spec::new(
+        "reset",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "Clear the latency spikes of some or all events",
+        "2.8.13",
+        "server",
+    )
+    .args("event?*"),
+];
 
 const HELP: &[&str] = &[
     "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

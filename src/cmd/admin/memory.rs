@@ -18,8 +18,31 @@ pub static COMMANDS: &[Spec] = &[Spec::new("memory", -2, &[], NO_KEYS, parse)
         "4.0.0",
         "server",
     )
-    .subcommands(&["help", "purge", "usage"])
+    .subcommands(SUBCOMMANDS)
     .own(&[Own::NotInMulti])];
+
+/// MEMORY's subcommands (`memory|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands memory`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "4.0.0",
+        "server",
+    ),
+    Spec::new("purge", 2, &[], NO_KEYS, parse).docs(
+        "Ask the allocator to give memory back (nothing to do here)",
+        "4.0.0",
+        "server",
+    ),
+    Spec::new("usage", -3, &["readonly"], (2, 2, 1), parse)
+        .docs(
+            "Estimate the memory a key and its value would take in Redis",
+            "4.0.0",
+            "server",
+        )
+        .args("key:key SAMPLES=count:integer?")
+        .key_specs("RO@i2/r0,1,0"),
+];
 
 const HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

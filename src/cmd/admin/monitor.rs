@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::cmd::acl::check::first_arg;
-use crate::cmd::registry::{Spec, NO_KEYS};
+use crate::cmd::registry::{line_spec, Spec, NO_KEYS};
 use crate::cmd::{ConnCmd, Request};
 use crate::resp::{Args, Reply};
 
@@ -42,22 +41,9 @@ pub fn parse(_args: &mut Args) -> Result<Request, Reply> {
 }
 
 /// True if a command line of `spec` is shown to monitors: Redis hides the commands (and
-/// subcommands) flagged `admin`.
+/// subcommands: their own rows) flagged `admin`.
 pub fn shown(spec: &Spec, argv: &[Bytes]) -> bool {
-    if spec.flags.contains(&"admin") {
-        return false;
-    }
-    let sub = first_arg(argv);
-    let sub = sub.as_deref();
-    !match spec.name {
-        "config" | "slowlog" | "latency" => true,
-        "acl" => !matches!(sub, Some("whoami" | "cat" | "genpass" | "help")),
-        "client" => matches!(
-            sub,
-            Some("kill" | "list" | "pause" | "unpause" | "unblock" | "no-evict")
-        ),
-        _ => false,
-    }
+    !spec.flags.contains(&"admin") && !line_spec(spec, argv).flags.contains(&"admin")
 }
 
 /// One monitor line for `argv` (already redacted) run at `now` (since the Unix epoch) by

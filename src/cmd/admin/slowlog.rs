@@ -22,7 +22,34 @@ use crate::resp::{Args, Reply};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("slowlog", -2, &[], NO_KEYS, parse)
     .docs("Read or reset the log of slow commands", "2.2.12", "server")
-    .subcommands(&["get", "help", "len", "reset"])];
+    .subcommands(SUBCOMMANDS)];
+
+/// SLOWLOG's subcommands (`slowlog|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands slowlog`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("get", -2, &["admin", "loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "Read the newest entries of the slow log",
+            "2.2.12",
+            "server",
+        )
+        .args("count:integer?"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "6.2.0",
+        "server",
+    ),
+    Spec::new("len", 2, &["admin", "loading", "stale"], NO_KEYS, parse).docs(
+        "Count the entries of the slow log",
+        "2.2.12",
+        "server",
+    ),
+    Spec::new("reset", 2, &["admin", "loading", "stale"], NO_KEYS, parse).docs(
+        "Empty the slow log",
+        "2.2.12",
+        "server",
+    ),
+];
 
 /// A parsed SLOWLOG subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,11 +16,13 @@ pub static COMMANDS: &[Spec] = &[
         "2.6.0",
         "server",
     ),
-    Spec::new("lastsave", 1, FLAGS, NO_KEYS, parse_lastsave).docs(
-        "Report when the data was last saved (every write is saved before its reply)",
-        "1.0.0",
-        "server",
-    ),
+    Spec::new("lastsave", 1, FLAGS, NO_KEYS, parse_lastsave)
+        .docs(
+            "Report when the data was last saved (every write is saved before its reply)",
+            "1.0.0",
+            "server",
+        )
+        .categories(&["admin", "dangerous"]),
 ];
 
 /// Parses TIME.

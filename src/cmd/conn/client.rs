@@ -17,10 +17,51 @@ pub static COMMANDS: &[Spec] = &[Spec::new("client", -2, &[], NO_KEYS, parse)
         "2.4.0",
         "connection",
     )
-    .subcommands(&[
-        "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause", "reply",
-        "setinfo", "setname", "tracking", "unblock", "unpause",
-    ])];
+    .subcommands(SUBCOMMANDS)];
+
+/// CLIENT's subcommands (`client|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands client`) and Palisade's own.
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("getname", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Read this connection's name", "2.6.9", "connection"),
+    Spec::new("getredir", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Report where tracking notifications go (tracking is off)", "6.0.0", "connection"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
+        .docs("List the subcommands and what they take", "5.0.0", "connection"),
+    Spec::new("id", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Report this connection's id", "5.0.0", "connection"),
+    Spec::new("info", 2, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Describe this connection as one CLIENT LIST line", "6.2.0", "connection"),
+    Spec::new("kill", -3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Close other clients' connections, by address or filter", "2.4.0", "connection")
+        .args("filter@(ip:port:string|new-format@(ID=client-id:integer?|normal_master_slave_pubsub@TYPE=(NORMAL|MASTER|SLAVE|REPLICA|PUBSUB)?|USER=username?|ADDR=ip:port:string?|LADDR=ip:port:string?|SKIPME=yes/no?)*)"),
+    Spec::new("list", -2, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Describe the open connections, one line each", "2.4.0", "connection")
+        .args("normal_master_replica_pubsub@TYPE=(NORMAL|MASTER|REPLICA|PUBSUB)? id@ID={client-id:integer*}?"),
+    Spec::new("no-evict", 3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Exempt this connection from client eviction", "7.0.0", "connection")
+        .args("enabled@(ON|OFF)"),
+    Spec::new("pause", -3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Hold clients' commands for a while", "2.9.50", "connection")
+        .args("timeout:integer mode@(WRITE|ALL)?"),
+    Spec::new("reply", 3, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Turn this connection's replies on, off, or off for one command", "3.2.0", "connection")
+        .args("on_off_skip@(ON|OFF|SKIP)"),
+    Spec::new("setinfo", -4, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Record the client library's name or version", "7.2.0", "connection")
+        .args("attr@(LIB-NAME=libname|LIB-VER=libver)"),
+    Spec::new("setname", 3, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Name this connection", "2.6.9", "connection")
+        .args("connection-name"),
+    Spec::new("tracking", -3, &["noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Turn client-side caching support on or off", "6.0.0", "connection")
+        .args("status@(ON|OFF) REDIRECT=client-id:integer? PREFIX=prefix?*+ BCAST? OPTIN? OPTOUT? NOLOOP?"),
+    Spec::new("unblock", -3, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Wake a client waiting in a blocking command", "5.0.0", "connection")
+        .args("client-id:integer timeout_error@(TIMEOUT|ERROR)?"),
+    Spec::new("unpause", 2, &["admin", "noscript", "loading", "stale"], NO_KEYS, parse)
+        .docs("Let paused clients' commands run again", "6.2.0", "connection"),
+];
 
 /// A parsed CLIENT subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

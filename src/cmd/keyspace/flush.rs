@@ -23,6 +23,7 @@ pub static COMMANDS: &[Spec] = &[
             "1.0.0",
             "server",
         )
+        .categories(&["keyspace", "dangerous"])
         .own(&[Own::WalksKeyspace]),
     Spec::new("flushdb", -1, &["write"], NO_KEYS, parse)
         .args("(ASYNC|SYNC)?")
@@ -31,6 +32,7 @@ pub static COMMANDS: &[Spec] = &[
             "1.0.0",
             "server",
         )
+        .categories(&["keyspace", "dangerous"])
         .own(&[Own::WalksKeyspace]),
 ];
 

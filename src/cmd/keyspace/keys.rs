@@ -24,14 +24,13 @@ use crate::state::{pattern, Keyspace};
 
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
-    Spec::new("dbsize", 1, READ_FAST, NO_KEYS, parse_dbsize).docs(
-        "Count the keys in the database",
-        "1.0.0",
-        "server",
-    ),
+    Spec::new("dbsize", 1, READ_FAST, NO_KEYS, parse_dbsize)
+        .docs("Count the keys in the database", "1.0.0", "server")
+        .categories(&["keyspace"]),
     Spec::new("keys", 2, READ, NO_KEYS, parse)
         .args("pattern:pattern")
         .docs("List the keys matching a glob pattern", "1.0.0", "generic")
+        .categories(&["keyspace", "dangerous"])
         .own(&[Own::WalksKeyspace]),
     Spec::new("scan", -2, READ, NO_KEYS, parse_scan)
         .args("cursor:integer MATCH=pattern:pattern? COUNT=count:integer? TYPE=type?")

@@ -28,8 +28,50 @@ pub static COMMANDS: &[Spec] = &[Spec::new("object", -2, &[], NO_KEYS, parse)
         "2.2.3",
         "generic",
     )
-    .subcommands(&["encoding", "freq", "help", "idletime", "refcount"])
+    .subcommands(SUBCOMMANDS)
     .own(&[Own::NotInMulti])];
+
+/// OBJECT's subcommands (`object|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands object`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("encoding", 3, &["readonly"], (2, 2, 1), parse)
+        .docs(
+            "Report the encoding Redis would use for a key's value",
+            "2.2.3",
+            "generic",
+        )
+        .args("key:key")
+        .key_specs("RO@i2/r0,1,0"),
+    Spec::new("freq", 3, &["readonly"], (2, 2, 1), parse)
+        .docs(
+            "Report a key's access frequency counter",
+            "4.0.0",
+            "generic",
+        )
+        .args("key:key")
+        .key_specs("RO@i2/r0,1,0"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "6.2.0",
+        "generic",
+    ),
+    Spec::new("idletime", 3, &["readonly"], (2, 2, 1), parse)
+        .docs(
+            "Report the seconds since a key was last used",
+            "2.2.3",
+            "generic",
+        )
+        .args("key:key")
+        .key_specs("RO@i2/r0,1,0"),
+    Spec::new("refcount", 3, &["readonly"], (2, 2, 1), parse)
+        .docs(
+            "Report the reference count of a key's value",
+            "2.2.3",
+            "generic",
+        )
+        .args("key:key")
+        .key_specs("RO@i2/r0,1,0"),
+];
 
 /// What is asked about a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,14 +43,16 @@ pub static COMMANDS: &[Spec] = &[
         "Sort the elements of a list or set, optionally storing the result",
         "1.0.0",
         "generic",
-    ),
+    )
+    .categories(&["set", "sortedset", "list", "dangerous"]),
     Spec::new("sort_ro", -2, &["readonly", "movablekeys"], ONE_KEY, parse)
         .key_specs("RO,access@i1/r0,1,0 RO,access@?/?")
         .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA?").docs(
         "Sort the elements of a list or set (the read-only form of SORT)",
         "7.0.0",
         "generic",
-    ),
+    )
+    .categories(&["set", "sortedset", "list", "dangerous"]),
 ];
 
 /// A parsed SORT or SORT_RO.

@@ -15,7 +15,8 @@ pub static COMMANDS: &[Spec] = &[Spec::new("swapdb", 3, &["write", "fast"], NO_K
         "Swap two databases (Palisade has only database 0)",
         "4.0.0",
         "server",
-    )];
+    )
+    .categories(&["keyspace", "dangerous"])];
 
 /// Parses SWAPDB and answers it (it never touches the data).
 pub fn parse(args: &mut Args) -> Result<Request, Reply> {

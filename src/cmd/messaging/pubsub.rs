@@ -17,14 +17,60 @@ use crate::resp::{Args, Reply};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[Spec::new("pubsub", -2, PUBSUB, NO_KEYS, parse)
     .docs("A container for Pub/Sub commands", "2.8.0", "pubsub")
-    .subcommands(&[
+    .subcommands(SUBCOMMANDS)];
+
+/// PUBSUB's subcommands (`pubsub|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands pubsub`).
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new(
         "channels",
-        "help",
-        "numpat",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("List the channels with subscribers", "2.8.0", "pubsub")
+    .args("pattern:pattern?"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
+        .docs("List the subcommands and what they take", "6.2.0", "pubsub")
+        .categories(&[]),
+    Spec::new("numpat", 2, &["pubsub", "loading", "stale"], NO_KEYS, parse).docs(
+        "Count the subscribed patterns",
+        "2.8.0",
+        "pubsub",
+    ),
+    Spec::new(
         "numsub",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("Count each channel's subscribers", "2.8.0", "pubsub")
+    .args("channel?*"),
+    Spec::new(
         "shardchannels",
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs(
+        "List the shard channels with subscribers",
+        "7.0.0",
+        "pubsub",
+    )
+    .args("pattern:pattern?"),
+    Spec::new(
         "shardnumsub",
-    ])];
+        -2,
+        &["pubsub", "loading", "stale"],
+        NO_KEYS,
+        parse,
+    )
+    .docs("Count each shard channel's subscribers", "7.0.0", "pubsub")
+    .args("shardchannel?*"),
+];
 
 /// A parsed PUBSUB subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

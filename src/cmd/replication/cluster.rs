@@ -35,18 +35,7 @@ pub static COMMANDS: &[Spec] = &[
             "3.0.0",
             "cluster",
         )
-        .subcommands(&[
-            "countkeysinslot",
-            "getkeysinslot",
-            "help",
-            "info",
-            "keyslot",
-            "myid",
-            "myshardid",
-            "nodes",
-            "shards",
-            "slots",
-        ]),
+        .subcommands(SUBCOMMANDS),
     Spec::new(
         "readonly",
         1,
@@ -58,7 +47,8 @@ pub static COMMANDS: &[Spec] = &[
         "Allow reads from a replica node (every Palisade node already serves reads)",
         "3.0.0",
         "cluster",
-    ),
+    )
+    .categories(&["connection"]),
     Spec::new(
         "readwrite",
         1,
@@ -66,9 +56,61 @@ pub static COMMANDS: &[Spec] = &[
         NO_KEYS,
         parse_flag,
     )
-    .docs("Undo READONLY", "3.0.0", "cluster"),
-    Spec::new("asking", 1, &["fast"], NO_KEYS, parse_flag).docs(
-        "Accept the next command for an importing slot (never needed with one group)",
+    .docs("Undo READONLY", "3.0.0", "cluster")
+    .categories(&["connection"]),
+    Spec::new("asking", 1, &["fast"], NO_KEYS, parse_flag)
+        .docs(
+            "Accept the next command for an importing slot (never needed with one group)",
+            "3.0.0",
+            "cluster",
+        )
+        .categories(&["connection"]),
+];
+
+/// CLUSTER's subcommands (`cluster|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands cluster`) and Palisade's own.
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("countkeysinslot", 3, &["stale"], NO_KEYS, parse)
+        .docs("Count the keys in a hash slot", "3.0.0", "cluster")
+        .args("slot:integer"),
+    Spec::new("getkeysinslot", 4, &["stale"], NO_KEYS, parse)
+        .docs("List some keys of a hash slot", "3.0.0", "cluster")
+        .args("slot:integer count:integer"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "5.0.0",
+        "cluster",
+    ),
+    Spec::new("info", 2, &["stale"], NO_KEYS, parse).docs(
+        "Describe the cluster's state",
+        "3.0.0",
+        "cluster",
+    ),
+    Spec::new("keyslot", 3, &["stale"], NO_KEYS, parse)
+        .docs("Report the hash slot of a key", "3.0.0", "cluster")
+        .args("key"),
+    Spec::new("myid", 2, &["stale"], NO_KEYS, parse).docs(
+        "Report this node's id",
+        "3.0.0",
+        "cluster",
+    ),
+    Spec::new("myshardid", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "Report the id of this node's shard",
+        "7.2.0",
+        "cluster",
+    ),
+    Spec::new("nodes", 2, &["stale"], NO_KEYS, parse).docs(
+        "Describe the nodes, one line each",
+        "3.0.0",
+        "cluster",
+    ),
+    Spec::new("shards", 2, &["stale"], NO_KEYS, parse).docs(
+        "Describe the shard: its slots and nodes",
+        "7.0.0",
+        "cluster",
+    ),
+    Spec::new("slots", 2, &["stale"], NO_KEYS, parse).docs(
+        "Map the slot ranges to their nodes",
         "3.0.0",
         "cluster",
     ),

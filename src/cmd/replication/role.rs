@@ -20,7 +20,8 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     "Return the role of the instance in the context of replication",
     "2.8.12",
     "server",
-)];
+)
+.categories(&["admin", "dangerous"])];
 
 /// Parses ROLE.
 pub fn parse(_: &mut Args) -> Result<Request, Reply> {

@@ -18,6 +18,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new("wait", 3, &["noscript"], NO_KEYS, pa
     "3.0.0",
     "generic",
 )
+.categories(&["connection"])
 .own(&[Own::ForwardsArgv])];
 
 /// A parsed WAIT.

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::registry::{none, Replicated, Spec, Touches, NO_KEYS};
+use crate::cmd::registry::{none, Replicated, Spec, Touches, NO_KEYS, PALISADE_SINCE};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::args::NOT_INTEGER;
 use crate::resp::{Args, Reply};
@@ -24,8 +24,46 @@ pub static COMMANDS: &[Spec] = &[Spec::new("script", -2, &["noscript"], NO_KEYS,
         "2.6.0",
         "scripting",
     )
-    // BUDGET is Palisade's own.
-    .subcommands(&["budget", "exists", "flush", "help", "kill", "load"])];
+    .subcommands(SUBCOMMANDS)];
+
+/// SCRIPT's subcommands (`script|name`): Redis's facts (`scripts/command-args.py
+/// --subcommands script`) and Palisade's own.
+const SUBCOMMANDS: &[Spec] = &[
+    Spec::new("budget", -2, &["noscript"], NO_KEYS, parse)
+        .docs(
+            "Read or set the Lua instruction budget of every script run",
+            PALISADE_SINCE,
+            "scripting",
+        )
+        .args("instructions:integer?"),
+    Spec::new("exists", -3, &["noscript"], NO_KEYS, parse)
+        .docs(
+            "Tell which of the given SHA1 digests are cached scripts",
+            "2.6.0",
+            "scripting",
+        )
+        .args("sha1*"),
+    Spec::new("flush", -2, &["noscript"], NO_KEYS, parse)
+        .docs("Empty the script cache", "2.6.0", "scripting")
+        .args("(ASYNC|SYNC)?"),
+    Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse).docs(
+        "List the subcommands and what they take",
+        "5.0.0",
+        "scripting",
+    ),
+    Spec::new("kill", 2, &["noscript", "allow_busy"], NO_KEYS, parse).docs(
+        "Stop the running script, if it has not written",
+        "2.6.0",
+        "scripting",
+    ),
+    Spec::new("load", 3, &["noscript", "stale"], NO_KEYS, parse)
+        .docs(
+            "Cache a script and return its SHA1 digest",
+            "2.6.0",
+            "scripting",
+        )
+        .args("script"),
+];
 
 /// A SCRIPT subcommand that goes through the log or the read path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

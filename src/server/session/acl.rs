@@ -115,7 +115,7 @@ impl Session {
             },
             AclCmd::Cat(None) => bulks(acl::CATEGORIES.iter().map(|c| c.to_string()).collect()),
             AclCmd::Cat(Some(cat)) => match acl::category_commands(&cat) {
-                Some(names) => bulks(names.into_iter().map(String::from).collect()),
+                Some(names) => bulks(names),
                 None => Reply::err(format!("ERR Unknown category '{cat}'")),
             },
             AclCmd::Log(count) => shared.acl_log.reply(count.unwrap_or(10)),
