@@ -20,6 +20,16 @@
 //! one stream after another on it is the same sequence of appends as one longer stream. A
 //! stream that failed, was dropped early or still owes an answer closes its connection, so a
 //! late answer is never taken for a later request's.
+//!
+//! Coalescing: when a write commits, openraft sends each follower an append without entries
+//! whose only job is to carry the new commit index, and the next write's append follows it
+//! soon after. The writer holds such a commit-only append for up to [`COMMIT_HOLD`] and drops
+//! it when the next request of the stream covers it ([`covers`]: same vote and `prev_log_id`,
+//! a commit at least as high); otherwise it goes out when the hold ends or the input does
+//! (a heartbeat is a stream of one request, so it is never held). openraft does not pair
+//! answers with requests: the covering request's answer drains the dropped one from its
+//! queue of requests in flight, and the reader never waits for an answer to a request that
+//! was not sent.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
