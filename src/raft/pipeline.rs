@@ -634,8 +634,11 @@ mod tests {
         );
     }
 
+    /// A request's vote, `prev_log_id`, commit and entries' log ids.
+    type Key = (Vote, Option<LogId>, Option<LogId>, Vec<LogId>);
+
     /// What tells requests apart (openraft's request has no `PartialEq`).
-    fn keys(reqs: &[Req]) -> Vec<(Vote, Option<LogId>, Option<LogId>, Vec<LogId>)> {
+    fn keys(reqs: &[Req]) -> Vec<Key> {
         reqs.iter()
             .map(|r| {
                 let entries = r.entries.iter().map(|e| e.log_id).collect();
