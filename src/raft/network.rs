@@ -77,6 +77,16 @@ impl Faults {
     }
 }
 
+/// Counters of the append streams' requests (INFO raft), for all peers together.
+#[derive(Debug, Default)]
+pub struct AppendStats {
+    /// AppendEntries requests sent on append streams (each gets one answer).
+    pub sent: AtomicU64,
+    /// Commit-only requests not sent because the next request of their stream covered them
+    /// (`raft::pipeline`'s coalescing).
+    pub coalesced: AtomicU64,
+}
+
 /// Identity and switches shared by the inbound service and all outbound clients.
 #[derive(Debug)]
 pub struct PeerContext {
@@ -88,6 +98,8 @@ pub struct PeerContext {
     pub faults: Faults,
     /// The peer handshake's secret.
     pub auth: PeerAuth,
+    /// Append stream counters.
+    pub appends: AppendStats,
 }
 
 impl PeerContext {
@@ -414,6 +426,7 @@ mod tests {
                 cluster_id: AtomicU64::new(7),
                 faults: Faults::default(),
                 auth: PeerAuth::default(),
+                appends: AppendStats::default(),
             }),
             conn: None,
             idle_stream: Default::default(),

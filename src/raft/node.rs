@@ -132,6 +132,7 @@ pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
         cluster_id: AtomicU64::new(stored.unwrap_or(0)),
         faults: Faults::default(),
         auth: settings.peer_auth.clone(),
+        appends: Default::default(),
     });
     let network = PeerNetwork { ctx: ctx.clone() };
     let raft = Raft::new(settings.node_id, raft_config(settings)?, network, log, sm)

@@ -246,6 +246,11 @@ impl LeaderLink {
         &self.ctx.faults
     }
 
+    /// This node's append stream counters.
+    pub fn append_stats(&self) -> &crate::raft::network::AppendStats {
+        &self.ctx.appends
+    }
+
     /// The cluster id (for RAFT.INFO).
     pub fn cluster_id(&self) -> u64 {
         self.ctx.cluster_id.load(Ordering::Relaxed)

@@ -122,6 +122,13 @@ impl Shared {
             last_log_index: m.last_log_index.unwrap_or(0),
             snapshot_index: m.snapshot.map(|s| s.index).unwrap_or(0),
             peer_handshakes_refused: self.peer_refusals.count.load(Ordering::Relaxed),
+            peer_appends: {
+                let a = self.link.append_stats();
+                (
+                    a.sent.load(Ordering::Relaxed),
+                    a.coalesced.load(Ordering::Relaxed),
+                )
+            },
             members: m.membership_config.membership().voter_ids().collect(),
             dir: self.config.dir.display().to_string(),
         }

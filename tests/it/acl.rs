@@ -459,6 +459,7 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
             cluster_id: cluster_id.into(),
             faults: Faults::default(),
             auth: PeerAuth::new(Some(CLUSTER_SECRET.as_bytes().to_vec())),
+            appends: Default::default(),
         };
         let mut conn = PeerConn::connect(&addr, Duration::from_secs(5), &ctx, leader)
             .await

@@ -131,6 +131,9 @@ pub struct InfoData {
     pub snapshot_index: u64,
     /// Peer connections refused in the handshake since start (wrong secret or certificate).
     pub peer_handshakes_refused: u64,
+    /// AppendEntries requests this node sent to peers on append streams, and commit-only
+    /// ones it did not send because the next request covered them.
+    pub peer_appends: (u64, u64),
     /// Voting members.
     pub members: Vec<u64>,
     /// Data directory.
@@ -428,6 +431,8 @@ fn raft(d: &InfoData) -> Lines {
             "raft_peer_handshakes_refused",
             d.peer_handshakes_refused.to_string(),
         ),
+        ("raft_peer_appends_sent", d.peer_appends.0.to_string()),
+        ("raft_peer_appends_coalesced", d.peer_appends.1.to_string()),
         (
             "raft_members",
             d.members
