@@ -1,10 +1,12 @@
 //! The leader's check of forwarded commands: a follower forwards replicated commands, not
 //! command lines, so the leader checks what each command does (the commands it can come
 //! from, its keys and channels, which each log type declares in its own file with
-//! [`crate::cmd::Replicated::forwarded`]) against the user the follower names.
+//! [`crate::cmd::Replicated::forwarded`]) against the user the follower names. Each key needs
+//! the access its row's key spec asks for ([`keyspec::layout`]), as on the command line.
 
-use super::check::{categories, key_access, noperm, READ_ONLY};
+use super::check::{access, categories, noperm};
 use crate::cmd::acl::{EvalBounded, EvalMetered};
+use crate::cmd::keyspec;
 use crate::cmd::registry::lookup;
 use crate::cmd::Command;
 use crate::resp::Reply;
@@ -46,16 +48,20 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
         let Some(spec) = lookup(cmd_name) else {
             continue;
         };
-        // A BITFIELD of GETs reads its key, as BITFIELD_RO does (see `check::subject`).
-        let access = match cmd {
-            Command::BitFieldRo(_) => READ_ONLY,
-            _ => key_access(spec),
-        };
+        // Each key's access, as the command line's check finds it: from the row's key
+        // specs in order, or from the type where they cannot place the keys (SORT's).
+        let flags = cmd
+            .key_flags()
+            .unwrap_or_else(|| keyspec::layout(spec, keys.len()));
         let subject = Subject {
             name: spec.name,
             sub,
             categories: categories(spec, sub),
-            keys: keys.iter().map(|k| (*k, access)).collect(),
+            keys: keys
+                .iter()
+                .zip(flags.into_iter().chain(std::iter::repeat(keyspec::KeyFlags::NONE)))
+                .map(|(k, f)| (*k, access(f)))
+                .collect(),
             channels: channels.iter().map(|c| (*c, false)).collect(),
         };
         match user.check(&subject) {
