@@ -35,6 +35,7 @@ mod differential;
 mod durability;
 mod failstop;
 mod glob;
+mod getkeys;
 mod golden;
 mod handshake;
 mod info_stats;
