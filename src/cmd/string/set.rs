@@ -89,12 +89,15 @@ pub struct Set {
 /// SET's key and its flags (Redis's `setGetKeys`): with GET it also reads the old value.
 fn set_keys(argv: &[Bytes]) -> Vec<KeyRef> {
     let get = argv.iter().skip(3).any(|a| is(a, "get"));
-    let flags = if get {
+    vec![KeyRef::arg(1, set_flags(get))]
+}
+
+fn set_flags(get: bool) -> KeyFlags {
+    if get {
         KeyFlags::RW.with(KeyFlags::ACCESS).with(KeyFlags::UPDATE)
     } else {
         KeyFlags::OW.with(KeyFlags::UPDATE)
-    };
-    vec![KeyRef::arg(1, flags)]
+    }
 }
 
 fn is(opt: &[u8], word: &str) -> bool {
@@ -198,6 +201,11 @@ impl Replicated for Set {
             &["set", "setnx", "setex", "psetex"]
         };
         Some((names, one(&self.key), none()))
+    }
+
+    /// As the row's `set_keys` finds them: the old value is read only with GET.
+    fn key_flags(&self) -> Option<Vec<KeyFlags>> {
+        Some(vec![set_flags(self.get)])
     }
 
     fn is_read(&self) -> bool {
