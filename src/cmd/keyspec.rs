@@ -301,7 +301,78 @@ pub fn keys(spec: &Spec, argv: &[Bytes]) -> Vec<KeyRef> {
             return found;
         }
     }
-    spec.getkeys.map(|f| f(argv)).unwrap_or_default()
+    match spec.getkeys {
+        Some(own) => own(argv),
+        None => numkeys_fallback(specs, argv),
+    }
+}
+
+/// Where a `numkeys` spec fails, Redis falls back on the command's `getkeys_proc`, which for
+/// every command with one (`genericGetKeys`: EVAL, ZUNIONSTORE, LMPOP, SINTERCARD, ...)
+/// reads `numkeys` with `atoi` (`2x` is 2), finds no keys for fewer than one or more than
+/// the arguments hold, and lists the keys, then a destination declared before them, all
+/// without flags. Derived from the specs: an index-begin keynum spec, and an index-begin
+/// single-key spec before it as the destination.
+fn numkeys_fallback(specs: &[KeySpec], argv: &[Bytes]) -> Vec<KeyRef> {
+    let Some((at, count_at, first, step)) =
+        specs
+            .iter()
+            .enumerate()
+            .find_map(|(at, k)| match (&k.begin, &k.find) {
+                (Begin::Index(b), Find::KeyNum { index, first, step }) => {
+                    Some((at, b + index, b + index + first, (*step).max(1)))
+                }
+                _ => None,
+            })
+    else {
+        return Vec::new();
+    };
+    let store = specs[..at].iter().find_map(|k| match (&k.begin, &k.find) {
+        (Begin::Index(i), Find::Range { last: 0, .. }) => Some(*i),
+        _ => None,
+    });
+    let argc = argv.len() as i64;
+    let Some(num) = usize::try_from(count_at)
+        .ok()
+        .and_then(|i| argv.get(i))
+        .map(|n| atoi(n))
+    else {
+        return Vec::new();
+    };
+    if num < 1 || num > (argc - first) / step {
+        return Vec::new();
+    }
+    (0..num)
+        .map(|i| first + i * step)
+        .chain(store)
+        .filter_map(|i| usize::try_from(i).ok())
+        .map(|i| KeyRef::arg(i, KeyFlags::NONE))
+        .collect()
+}
+
+/// C's `atoi`: leading blanks, a sign, then digits as far as they go (0 if none).
+fn atoi(b: &[u8]) -> i64 {
+    let s = b
+        .iter()
+        .skip_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .copied()
+        .collect::<Vec<u8>>();
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, &s[..]),
+    };
+    let n = digits
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0i64, |n, c| {
+            n.saturating_mul(10).saturating_add((c - b'0') as i64)
+        });
+    if neg {
+        -n
+    } else {
+        n
+    }
 }
 
 /// Redis 7's `getKeysUsingKeySpecs`: the keys `specs` find in `argv` (`not_key` specs
@@ -335,7 +406,11 @@ pub fn find(specs: &[KeySpec], argv: &[Bytes]) -> Option<Vec<KeyRef>> {
                 };
                 (end, step)
             }
-            Find::KeyNum { index, first: skip, step } => {
+            Find::KeyNum {
+                index,
+                first: skip,
+                step,
+            } => {
                 let numkeys = argv
                     .get(usize::try_from(first + index).ok()?)
                     .and_then(|n| parse_i64(n))
@@ -343,7 +418,9 @@ pub fn find(specs: &[KeySpec], argv: &[Bytes]) -> Option<Vec<KeyRef>> {
                 first += skip;
                 // `numkeys` keys `step` apart (Redis 7.0 reads `numkeys - 1` arguments on
                 // whatever the step; every Redis keynum spec has step 1).
-                let span = numkeys.checked_sub(1).map(|n| n.saturating_mul(step.max(1)));
+                let span = numkeys
+                    .checked_sub(1)
+                    .map(|n| n.saturating_mul(step.max(1)));
                 (span.map_or(first - 1, |s| first.saturating_add(s)), step)
             }
             Find::Unknown => return None,
@@ -445,7 +522,11 @@ impl Channels {
     /// The channels of a command line, and whether each is a pattern.
     pub fn of<'a>(&self, argv: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
         let rest = argv.get(self.first..).unwrap_or_default();
-        let n = if self.count == 0 { rest.len() } else { self.count };
+        let n = if self.count == 0 {
+            rest.len()
+        } else {
+            self.count
+        };
         rest.iter()
             .take(n)
             .map(|c| (c.as_ref(), self.pattern))
@@ -583,7 +664,10 @@ mod tests {
     fn specs_find_keys_as_redis_does() {
         // XREAD: keyword STREAMS, the rest split in two halves (limit 2).
         let xread = "RO,access@kSTREAMS,1/r-1,1,2";
-        assert_eq!(found(xread, "XREAD COUNT 2 STREAMS a b 0 0"), Some(vec![4, 5]));
+        assert_eq!(
+            found(xread, "XREAD COUNT 2 STREAMS a b 0 0"),
+            Some(vec![4, 5])
+        );
         assert_eq!(found(xread, "XREAD STREAMS a 0"), Some(vec![2]));
         // A missing keyword skips the spec.
         assert_eq!(found(xread, "XREAD COUNT 2"), Some(vec![]));
@@ -595,17 +679,30 @@ mod tests {
         assert_eq!(found(migrate, "M KEYS b"), Some(vec![]));
         assert_eq!(found("RW@kKEYS,1/r0,1,0", "M a KEYS"), Some(vec![]));
         // A range with a step (MSET) and a fixed range (LCS).
-        assert_eq!(found("OW,update@i1/r-1,2,0", "MSET a 1 b 2"), Some(vec![1, 3]));
+        assert_eq!(
+            found("OW,update@i1/r-1,2,0", "MSET a 1 b 2"),
+            Some(vec![1, 3])
+        );
         assert_eq!(found("RO,access@i1/r1,1,0", "LCS a b"), Some(vec![1, 2]));
         // keynum: the count at `index` after the begin, the keys `first` after it, `step`
         // apart.
         let zunion = "OW,update@i1/r0,1,0 RO,access@i2/n0,1,1";
         assert_eq!(found(zunion, "Z d 2 a b WEIGHTS 1 2"), Some(vec![1, 3, 4]));
         assert_eq!(found("RW@i1/n0,1,2", "C 2 a x b y"), Some(vec![2, 4]));
-        assert_eq!(found("RW@kKEYS,2/n0,1,1", "MLOCK o KEYS 2 a b"), Some(vec![4, 5]));
+        assert_eq!(
+            found("RW@kKEYS,2/n0,1,1", "MLOCK o KEYS 2 a b"),
+            Some(vec![4, 5])
+        );
         // A bad numkeys makes Redis give up on every spec: zero, negative, not a number,
         // past the end, missing.
-        for bad in ["Z d 0 a", "Z d -1 a", "Z d x a", "Z d 01 a", "Z d 3 a b", "Z d"] {
+        for bad in [
+            "Z d 0 a",
+            "Z d -1 a",
+            "Z d x a",
+            "Z d 01 a",
+            "Z d 3 a b",
+            "Z d",
+        ] {
             assert_eq!(found(zunion, bad), None, "{bad}");
         }
         // A first or last key past the end; an unknown or incomplete spec.
@@ -633,7 +730,10 @@ mod tests {
             vec![KeyFlags::OW.with(KeyFlags::UPDATE), ro, ro]
         );
         assert_eq!(KeyFlags::NONE.names().count(), 0);
-        assert_eq!(rw.names().collect::<Vec<_>>(), vec!["RW", "access", "delete"]);
+        assert_eq!(
+            rw.names().collect::<Vec<_>>(),
+            vec!["RW", "access", "delete"]
+        );
     }
 
     #[test]

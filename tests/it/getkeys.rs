@@ -7,7 +7,7 @@
 //! row names keys, a handful of argument shapes (plain words, and numbers where a `numkeys`
 //! goes), whatever their meaning, since the answer depends only on the specs; then hand lines
 //! for the commands whose keys move (EVAL, SORT, SET, BITFIELD, LMOVE, the numkeys commands,
-//! GEORADIUS STORE, GEOSEARCHSTORE), with `numkeys` 0, negative, not a number and too big.
+//! GEORADIUS STORE, GEOSEARCHSTORE), with `numkeys` 0, negative, not a number (Redis then reads it with `atoi`) and too big.
 
 use palisade::cmd::keyspec;
 use palisade::cmd::registry::table;
@@ -79,6 +79,17 @@ const LINES: &[&str] = &[
     "ZUNIONSTORE d -1 a",
     "ZUNIONSTORE d x a",
     "ZUNIONSTORE d 3 a b",
+    // Redis's fallback reads a bad numkeys with atoi: keys without flags.
+    "ZUNIONSTORE d 2x a b",
+    "ZUNIONSTORE d +1 a",
+    "ZUNIONSTORE d 01 a",
+    "ZUNION 2x a b",
+    "EVAL s 1x a",
+    "EVAL s 9x a",
+    "SINTERCARD 2x a b",
+    "LMPOP 1x a LEFT",
+    "BLMPOP 0 1x a LEFT",
+    "ZMPOP 1x a MIN",
     "ZINTERSTORE d 1 a",
     "ZDIFFSTORE d 2 a b",
     "ZUNION 2 a b WITHSCORES",
@@ -184,7 +195,11 @@ fn getkeysandflags_errors_match_redis() {
     let redis = RedisServer::start();
     let pal = Server::start();
     let (mut rc, mut pc) = (redis.conn(), pal.conn());
-    for line in ["COMMAND GETKEYSANDFLAGS", "COMMAND GETKEYS", "COMMAND getkeysandflags set"] {
+    for line in [
+        "COMMAND GETKEYSANDFLAGS",
+        "COMMAND GETKEYS",
+        "COMMAND getkeysandflags set",
+    ] {
         let args = words(line);
         let (want, got) = (rc.cmd(&args), pc.cmd(&args));
         assert_eq!(show(&got), show(&want), "{}", show_cmd(&args));

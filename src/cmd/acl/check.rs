@@ -171,7 +171,11 @@ pub(super) fn access(flags: KeyFlags) -> Access {
 pub fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<(&'a [u8], Access)> {
     // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
     if matches!(spec.name, "object" | "memory") {
-        return argv.get(2).map(|k| (k.as_ref(), access(KeyFlags::RO))).into_iter().collect();
+        return argv
+            .get(2)
+            .map(|k| (k.as_ref(), access(KeyFlags::RO)))
+            .into_iter()
+            .collect();
     }
     keyspec::keys(spec, argv)
         .into_iter()
@@ -335,7 +339,12 @@ mod tests {
         assert_eq!(k("mlock o PX 10 KEYS 2 a b"), vec!["a", "b"]);
         assert_eq!(k("zunionstore d 2 a b WEIGHTS 1 2"), vec!["d", "a", "b"]);
         // A bad numkeys names no keys (the command then fails on it).
-        for bad in ["zunionstore d 0 a", "zunionstore d -1 a", "zunionstore d x a", "zunionstore d 3 a"] {
+        for bad in [
+            "zunionstore d 0 a",
+            "zunionstore d -1 a",
+            "zunionstore d x a",
+            "zunionstore d 3 a",
+        ] {
             assert_eq!(k(bad), Vec::<String>::new(), "{bad}");
         }
         // Shard channels are `not_key` specs: not keys.

@@ -59,7 +59,11 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
             categories: categories(spec, sub),
             keys: keys
                 .iter()
-                .zip(flags.into_iter().chain(std::iter::repeat(keyspec::KeyFlags::NONE)))
+                .zip(
+                    flags
+                        .into_iter()
+                        .chain(std::iter::repeat(keyspec::KeyFlags::NONE)),
+                )
                 .map(|(k, f)| (*k, access(f)))
                 .collect(),
             channels: channels.iter().map(|c| (*c, false)).collect(),

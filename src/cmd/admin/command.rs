@@ -103,7 +103,11 @@ fn rows(names: &[Bytes]) -> Vec<Option<&'static Spec>> {
 /// reading other keys, for the ACL check) is not a key of the line and is left out.
 fn getkeys(argv: &[Bytes], with_flags: bool) -> Result<Reply, Reply> {
     if argv.len() < 2 {
-        let sub = if with_flags { "getkeysandflags" } else { "getkeys" };
+        let sub = if with_flags {
+            "getkeysandflags"
+        } else {
+            "getkeys"
+        };
         return Err(crate::cmd::wrong_arity(&format!("command|{sub}")));
     }
     let name = String::from_utf8_lossy(&argv[0]).to_lowercase();

@@ -489,7 +489,11 @@ impl Replicated for GeoStore {
     /// The source is read, the destination written, whichever command it came from (their
     /// rows name the two in different orders).
     fn key_flags(&self) -> Option<Vec<KeyFlags>> {
-        let dst = self.0.dst.as_ref().map(|_| KeyFlags::OW.with(KeyFlags::UPDATE));
+        let dst = self
+            .0
+            .dst
+            .as_ref()
+            .map(|_| KeyFlags::OW.with(KeyFlags::UPDATE));
         Some(
             std::iter::once(KeyFlags::RO.with(KeyFlags::ACCESS))
                 .chain(dst)

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::cond::{parse_set_cond, Cond, SetIf};
-use crate::cmd::registry::flags::{WRITE, WRITE_GROW_FAST};
 use crate::cmd::keyspec::{KeyFlags, KeyRef};
+use crate::cmd::registry::flags::{WRITE, WRITE_GROW_FAST};
 use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Expiry, Request};
 use crate::resp::args::syntax_error;
