@@ -216,6 +216,12 @@ impl Command {
         self.behaviour().forwarded()
     }
 
+    /// The flags of the keys [`Command::forwarded`] names, where its type says them
+    /// ([`Replicated::key_flags`]).
+    pub fn key_flags(&self) -> Option<Vec<keyspec::KeyFlags>> {
+        self.behaviour().key_flags()
+    }
+
     /// Replaces absolute Unix times (EXAT, PXAT, EXPIREAT, PEXPIREAT) with relative TTLs.
     /// Called on the leader when the command is proposed (docs/time-and-leases.md,
     /// "Absolute expiry times").

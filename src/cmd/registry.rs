@@ -64,8 +64,14 @@ pub struct Spec {
     /// [`super::argdoc`]; empty when not declared.
     pub args: &'static str,
     /// COMMAND INFO's key specs, in the notation of [`super::keyspec`]; empty when the
-    /// command has no keys.
+    /// command has no keys. They find the keys the ACL check tests and COMMAND GETKEYS
+    /// reports ([`super::keyspec::keys`]).
     pub key_specs: &'static str,
+    /// The row's own way to find its keys where the specs cannot (Redis's `getkeys_proc`):
+    /// `variable_flags` specs, or an unknown (`?`) spec.
+    pub getkeys: Option<super::keyspec::GetKeys>,
+    /// The channels the command publishes or subscribes to, for the ACL check.
+    pub channels: Option<super::keyspec::Channels>,
 }
 
 /// A fact about a command that Redis's flags do not carry, declared on its row with
@@ -126,6 +132,8 @@ impl Spec {
             own: &[],
             args: "",
             key_specs: "",
+            getkeys: None,
+            channels: None,
         }
     }
 
@@ -175,6 +183,23 @@ impl Spec {
     /// The row with its key specs, in the notation of [`super::keyspec`].
     pub const fn key_specs(self, key_specs: &'static str) -> Spec {
         Spec { key_specs, ..self }
+    }
+
+    /// The row with its own way to find its keys ([`super::keyspec::GetKeys`]), for
+    /// `variable_flags` or unknown (`?`) key specs.
+    pub const fn getkeys(self, getkeys: super::keyspec::GetKeys) -> Spec {
+        Spec {
+            getkeys: Some(getkeys),
+            ..self
+        }
+    }
+
+    /// The row with the channels it publishes or subscribes to.
+    pub const fn channels(self, channels: super::keyspec::Channels) -> Spec {
+        Spec {
+            channels: Some(channels),
+            ..self
+        }
     }
 
     /// The row with Palisade's own facts about the command ([`Own`]).
@@ -277,6 +302,13 @@ pub trait Replicated {
     /// `None` for the node's own entries (expiry, ticks, queue purges), which no client can
     /// send. Required: a new log type that forgets it does not compile.
     fn forwarded(&self) -> Option<Touches<'_>>;
+
+    /// The key-spec flags of each key [`Replicated::forwarded`] names, for a type whose
+    /// keys the row's specs cannot place in order ([`super::keyspec::layout`]): SORT's,
+    /// found by its row's own function. None (the default): laid out by the row's specs.
+    fn key_flags(&self) -> Option<Vec<super::keyspec::KeyFlags>> {
+        None
+    }
 
     /// Applies the command as the next write, at `ctx`. A read reaching here (it should
     /// not) is answered at the entry's time.

@@ -1186,7 +1186,6 @@ const COMMAND_INFO_DIFFERENCES: &[(&str, &str, &str)] = &[
         "subcommands",
         "no CACHING, TRACKINGINFO; SETINFO is 7.2's",
     ),
-    ("command", "subcommands", "no GETKEYSANDFLAGS"),
     (
         "latency",
         "subcommands",

@@ -34,6 +34,7 @@ mod diff_zsets;
 mod differential;
 mod durability;
 mod failstop;
+mod getkeys;
 mod glob;
 mod golden;
 mod handshake;

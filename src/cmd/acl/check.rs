@@ -1,11 +1,15 @@
 //! The permission check's view of the command table: each command's categories (Redis's,
 //! from its row: group, flags or declared categories, and a subcommand's from its own row), the keys and channels a command line
-//! names and the access each key needs, and Redis's refusal texts.
+//! names and the access each key needs, and Redis's refusal texts. Keys and their access come
+//! from the row's key specs ([`keyspec::keys`]; a container's from its subcommand's row),
+//! channels from its [`crate::cmd::keyspec::Channels`].
 
 use bytes::Bytes;
 
-use crate::cmd::registry::{lookup, sub_spec, subcommand_names, table, Spec, PALISADE_GROUP};
-use crate::resp::args::parse_i64;
+use crate::cmd::keyspec::{self, KeyFlags};
+use crate::cmd::registry::{
+    line_spec, lookup, sub_spec, subcommand_names, table, Spec, PALISADE_GROUP,
+};
 use crate::resp::Reply;
 use crate::state::acl::{Access, Catalog, Denied, Subject, User};
 
@@ -128,166 +132,26 @@ fn group_category(group: &str) -> Option<&'static str> {
     })
 }
 
-/// The access of a command that only reads its keys.
-pub(super) const READ_ONLY: Access = Access {
-    read: true,
-    write: false,
-};
-
-/// Which access a command needs to its keys: Redis's key-spec flags, reduced to whether the
-/// value is read (`ACCESS`) and whether the key changes (`INSERT`, `UPDATE`, `DELETE`).
-pub(super) fn key_access(spec: &Spec) -> Access {
-    let write = spec.flags.contains(&"write");
-    let read = match spec.name {
-        // Changes without reading the value.
-        "set" | "setnx" | "setex" | "psetex" | "del" | "unlink" | "expire" | "pexpire"
-        | "expireat" | "pexpireat" | "persist" | "lpush" | "rpush" | "lpushx" | "rpushx"
-        | "hset" | "hmset" | "hsetnx" | "hdel" | "fencedset" | "mset" | "msetnx" | "append"
-        | "setrange" | "sadd" | "srem" => false,
-        // Metadata only.
-        "exists" | "type" | "watch" | "object" | "memory" | "touch" | "expiretime"
-        | "pexpiretime" => false,
-        _ => true,
-    };
-    Access { read, write }
+/// The access Redis's ACLs ask for a key whose spec has these flags
+/// (`ACLSelectorCheckKey`): `access` needs read permission, `insert`, `update` and `delete`
+/// need write permission, and a key with none of them (EXISTS, TYPE) only a pattern that
+/// matches it.
+pub(super) fn access(flags: KeyFlags) -> Access {
+    Access {
+        read: flags.needs_read(),
+        write: flags.needs_write(),
+    }
 }
 
-/// The keys a command line names, from the table's key positions (EVAL's from `numkeys`).
-/// COMMAND GETKEYS reports them too.
-pub fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<&'a [u8]> {
-    if spec.name.starts_with("eval") {
-        let n = argv.get(2).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
-        return argv.iter().skip(3).take(n).map(|k| k.as_ref()).collect();
-    }
-    if matches!(spec.name, "sort" | "sort_ro") {
-        return sort_keys(argv);
-    }
-    // `MLOCK owner [options] KEYS n key ...`, `MUNLOCK owner KEYS n key ...`.
-    if matches!(spec.name, "mlock" | "munlock") {
-        return crate::cmd::mlock::key_args(argv)
-            .iter()
-            .map(|k| k.as_ref())
-            .collect();
-    }
-    // SINTERCARD numkeys key ...: the table gives it no key positions (movable keys).
-    if spec.name == "sintercard" {
-        let n = argv.get(1).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
-        return argv.iter().skip(2).take(n).map(|k| k.as_ref()).collect();
-    }
-    // `LMPOP numkeys key ...`, `BLMPOP timeout numkeys key ...`.
-    if let Some(at) = match spec.name {
-        "lmpop" => Some(1),
-        "blmpop" => Some(2),
-        _ => None,
-    } {
-        let n = argv.get(at).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
-        return argv
-            .iter()
-            .skip(at + 1)
-            .take(n)
-            .map(|k| k.as_ref())
-            .collect();
-    }
-    // Sorted-set commands whose keys follow a `numkeys` (Redis's movablekeys), after the
-    // destination for the store variants.
-    let numkeys_at = match spec.name {
-        "zmpop" | "zinter" | "zunion" | "zdiff" | "zintercard" => Some(1),
-        "zinterstore" | "zunionstore" | "zdiffstore" | "bzmpop" => Some(2),
-        _ => None,
-    };
-    if let Some(at) = numkeys_at {
-        let n = argv.get(at).and_then(|n| parse_i64(n)).unwrap_or(0).max(0) as usize;
-        let dst = argv
-            .get(1)
-            .filter(|_| at == 2 && spec.name != "bzmpop")
-            .map(|k| k.as_ref());
-        let srcs = argv.iter().skip(at + 1).take(n).map(|k| k.as_ref());
-        return dst.into_iter().chain(srcs).collect();
-    }
-    // GEORADIUS(BYMEMBER) key ... [STORE|STOREDIST dst]: the destination is an option.
-    if let Some(base) = match spec.name {
-        "georadius" => Some(6),
-        "georadiusbymember" => Some(5),
-        _ => None,
-    } {
-        let opts = argv.get(base..).unwrap_or_default();
-        let dst = crate::cmd::geosearch::store_key_at(opts).map(|i| opts[i].as_ref());
-        return argv
-            .get(1)
-            .map(|k| k.as_ref())
-            .into_iter()
-            .chain(dst)
-            .collect();
-    }
-    // `OBJECT ENCODING key`, `MEMORY USAGE key`: the table gives containers no key positions.
-    if matches!(spec.name, "object" | "memory") {
-        return argv.get(2).map(|k| k.as_ref()).into_iter().collect();
-    }
-    // Shard channels sit in key positions (`not_key` in Redis): channels, not keys.
-    if spec.first_key <= 0 || matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
-        return Vec::new();
-    }
-    let argc = argv.len() as i32;
-    let last = if spec.last_key < 0 {
-        argc + spec.last_key
-    } else {
-        spec.last_key.min(argc - 1)
-    };
-    let step = spec.step.max(1) as usize;
-    (spec.first_key..=last)
-        .step_by(step)
-        .filter_map(|i| argv.get(i as usize).map(|k| k.as_ref()))
+/// The keys a command line names and the access each needs, from the row's key specs (or
+/// its own [`crate::cmd::keyspec::GetKeys`]), as Redis 7's ACL check finds them
+/// ([`keyspec::keys`]).
+pub fn keys<'a>(spec: &Spec, argv: &'a [Bytes]) -> Vec<(&'a [u8], Access)> {
+    // A container's keys are its subcommand's (`OBJECT ENCODING key`, `MEMORY USAGE key`).
+    keyspec::keys(line_spec(spec, argv), argv)
+        .into_iter()
+        .filter_map(|k| Some((k.name(argv)?, access(k.flags))))
         .collect()
-}
-
-/// SORT's keys: the sorted key, the STORE destination (the last one given), and `*` when a
-/// BY pattern or a GET reads other keys. Redis allows BY and GET only to a user who may read
-/// every key; the `*` key asks exactly that of the user's key patterns (Palisade refuses with
-/// the NOPERM key text, where Redis answers `ERR BY option of SORT denied ...`).
-fn sort_keys(argv: &[Bytes]) -> Vec<&[u8]> {
-    let mut keys: Vec<&[u8]> = argv.get(1).map(|k| k.as_ref()).into_iter().collect();
-    let (mut store, mut reaches) = (None, false);
-    let mut i = 2;
-    while i < argv.len() {
-        let word = argv[i].to_ascii_lowercase();
-        let next = argv.get(i + 1);
-        match (word.as_slice(), next) {
-            (b"limit", _) => i += 2,
-            (b"by", Some(p)) => {
-                reaches |= p.contains(&b'*');
-                i += 1;
-            }
-            (b"get", Some(_)) => {
-                reaches = true;
-                i += 1;
-            }
-            (b"store", Some(k)) => {
-                store = Some(k.as_ref());
-                i += 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    keys.extend(store);
-    if reaches {
-        keys.push(b"*");
-    }
-    keys
-}
-
-/// The channels a command line names, and whether they are patterns.
-fn channels<'a>(name: &str, argv: &'a [Bytes]) -> Vec<(&'a [u8], bool)> {
-    match name {
-        "subscribe" | "ssubscribe" => argv[1..].iter().map(|c| (c.as_ref(), false)).collect(),
-        "psubscribe" => argv[1..].iter().map(|c| (c.as_ref(), true)).collect(),
-        "publish" | "spublish" => argv
-            .get(1)
-            .map(|c| (c.as_ref(), false))
-            .into_iter()
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// The first argument of a command line, lower-case (a subcommand or a first argument).
@@ -298,18 +162,13 @@ pub fn first_arg(argv: &[Bytes]) -> Option<String> {
 
 /// What the permission check sees of a command line (`sub` from [`first_arg`]).
 pub fn subject<'a>(spec: &'a Spec, sub: Option<&'a str>, argv: &'a [Bytes]) -> Subject<'a> {
-    let access = if spec.name == "bitfield" && crate::cmd::bitfield::reads_only(argv) {
-        READ_ONLY
-    } else {
-        key_access(spec)
-    };
     let container_sub = sub.filter(|_| subcommands(spec.name).is_some());
     Subject {
         name: spec.name,
         sub,
         categories: categories(spec, container_sub),
-        keys: keys(spec, argv).into_iter().map(|k| (k, access)).collect(),
-        channels: channels(spec.name, argv),
+        keys: keys(spec, argv),
+        channels: spec.channels.map(|c| c.of(argv)).unwrap_or_default(),
     }
 }
 
@@ -413,27 +272,30 @@ mod tests {
         assert!(cats("sort_ro").contains(&"read"));
     }
 
+    fn names(line: &str) -> Vec<String> {
+        let a = argv(line);
+        let spec = lookup(&String::from_utf8_lossy(&a[0]).to_lowercase()).unwrap();
+        keys(spec, &a)
+            .into_iter()
+            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+            .collect()
+    }
+
     /// SINTERCARD's keys come from numkeys; SORT's are the key, STORE's, and `*` when BY
-    /// or GET reach other keys.
+    /// or GET reach other keys; GEORADIUS's STORE and STOREDIST are keyword specs.
     #[test]
     fn movable_keys_are_found() {
-        let k = |line: &str| {
-            let a = argv(line);
-            let spec = lookup(&String::from_utf8_lossy(&a[0])).unwrap();
-            keys(spec, &a)
-                .into_iter()
-                .map(|k| String::from_utf8_lossy(k).into_owned())
-                .collect::<Vec<_>>()
-        };
+        let k = names;
         assert_eq!(k("sintercard 2 a b LIMIT 1"), vec!["a", "b"]);
         assert_eq!(k("sort l LIMIT 0 1 STORE d"), vec!["l", "d"]);
         assert_eq!(k("sort l BY nosort"), vec!["l"]);
         assert_eq!(k("sort l BY w_* GET #"), vec!["l", "*"]);
         assert_eq!(k("sort_ro l GET x"), vec!["l", "*"]);
         assert_eq!(k("georadius g 1 2 3 km STORE d"), vec!["g", "d"]);
+        // Redis's specs find both destinations (the command stores to the last).
         assert_eq!(
             k("georadius g 1 2 3 km STORE d STOREDIST e"),
-            vec!["g", "e"]
+            vec!["g", "d", "e"]
         );
         assert_eq!(
             k("georadiusbymember g m 3 km ASC storedist e"),
@@ -444,5 +306,69 @@ mod tests {
             k("geosearchstore d g FROMMEMBER m BYRADIUS 1 km"),
             vec!["d", "g"]
         );
+        assert_eq!(k("mlock o PX 10 KEYS 2 a b"), vec!["a", "b"]);
+        assert_eq!(k("zunionstore d 2 a b WEIGHTS 1 2"), vec!["d", "a", "b"]);
+        // A bad numkeys names no keys (the command then fails on it).
+        for bad in [
+            "zunionstore d 0 a",
+            "zunionstore d -1 a",
+            "zunionstore d x a",
+            "zunionstore d 3 a",
+        ] {
+            assert_eq!(k(bad), Vec::<String>::new(), "{bad}");
+        }
+        // Shard channels are `not_key` specs: not keys.
+        assert_eq!(k("spublish ch m"), Vec::<String>::new());
+        assert_eq!(k("ssubscribe a b"), Vec::<String>::new());
+    }
+
+    /// Each key's access comes from its spec's flags, as Redis's ACLs ask: LMOVE's source
+    /// is read and written, its destination only written; SET reads only with GET; a
+    /// BITFIELD of GETs only reads; EXISTS needs neither.
+    #[test]
+    fn each_key_has_its_specs_access() {
+        let acc = |line: &str| {
+            let a = argv(line);
+            let spec = lookup(&String::from_utf8_lossy(&a[0]).to_lowercase()).unwrap();
+            keys(spec, &a)
+                .into_iter()
+                .map(|(_, a)| (a.read, a.write))
+                .collect::<Vec<_>>()
+        };
+        let (r, w, rw, none) = ((true, false), (false, true), (true, true), (false, false));
+        assert_eq!(acc("lmove a b LEFT RIGHT"), vec![rw, w]);
+        assert_eq!(acc("set k v"), vec![w]);
+        assert_eq!(acc("set k v GET"), vec![rw]);
+        assert_eq!(acc("set k v NX get EX 10"), vec![rw]);
+        assert_eq!(acc("bitfield k GET u8 0"), vec![r]);
+        assert_eq!(acc("bitfield k GET u8 0 SET u8 0 1"), vec![rw]);
+        assert_eq!(acc("exists a b"), vec![none, none]);
+        assert_eq!(acc("eval s 1 a"), vec![rw]);
+        assert_eq!(acc("eval_ro s 1 a"), vec![r]);
+        assert_eq!(acc("zunionstore d 2 a b"), vec![w, r, r]);
+        assert_eq!(acc("sort l BY w_* STORE d"), vec![r, w, r]);
+        assert_eq!(acc("del a"), vec![w]);
+    }
+
+    /// Channels come from the rows: SUBSCRIBE's and SSUBSCRIBE's arguments, PSUBSCRIBE's as
+    /// patterns, PUBLISH's and SPUBLISH's first; UNSUBSCRIBE is not checked, as in Redis.
+    #[test]
+    fn channels_come_from_the_rows() {
+        let ch = |line: &str| {
+            let a = argv(line);
+            let spec = lookup(&String::from_utf8_lossy(&a[0]).to_lowercase()).unwrap();
+            subject(spec, None, &a)
+                .channels
+                .into_iter()
+                .map(|(c, p)| (String::from_utf8_lossy(c).into_owned(), p))
+                .collect::<Vec<_>>()
+        };
+        let c = |n: &str, p: bool| (n.to_string(), p);
+        assert_eq!(ch("subscribe a b"), vec![c("a", false), c("b", false)]);
+        assert_eq!(ch("ssubscribe a"), vec![c("a", false)]);
+        assert_eq!(ch("psubscribe a*"), vec![c("a*", true)]);
+        assert_eq!(ch("publish a m"), vec![c("a", false)]);
+        assert_eq!(ch("spublish a m"), vec![c("a", false)]);
+        assert_eq!(ch("unsubscribe a"), vec![]);
     }
 }

@@ -1,5 +1,6 @@
 //! `COMMAND`, `COMMAND COUNT`, `COMMAND INFO [name ...]`, `COMMAND LIST`,
-//! `COMMAND GETKEYS command [arg ...]` and `COMMAND DOCS [name ...]`, answered from the command table (every file's `COMMANDS` rows,
+//! `COMMAND GETKEYS command [arg ...]`, `COMMAND GETKEYSANDFLAGS command [arg ...]` and
+//! `COMMAND DOCS [name ...]`, answered from the command table (every file's `COMMANDS` rows,
 //! in registry order).
 //!
 //! COMMAND DOCS has Redis 7's shape, a map from command name to a map of `summary`, `since`
@@ -14,7 +15,8 @@
 use bytes::Bytes;
 
 use crate::cmd::connection::ConnCmd;
-use crate::cmd::registry::{table, Spec, NO_KEYS};
+use crate::cmd::keyspec::{self, KeyAt};
+use crate::cmd::registry::{sub_spec, table, Spec, NO_KEYS};
 use crate::cmd::{lookup, Request};
 use crate::resp::{Args, Reply};
 
@@ -46,6 +48,13 @@ const SUBCOMMANDS: &[Spec] = &[
         .args("command-name?*"),
     Spec::new("getkeys", -4, &["loading", "stale"], NO_KEYS, parse)
         .docs("Find the keys of a command line", "2.8.13", "server")
+        .categories(&["connection"]),
+    Spec::new("getkeysandflags", -4, &["loading", "stale"], NO_KEYS, parse)
+        .docs(
+            "Find the keys of a command line and what it does with each",
+            "7.0.0",
+            "server",
+        )
         .categories(&["connection"]),
     Spec::new("help", 2, &["loading", "stale"], NO_KEYS, parse)
         .docs("List the subcommands and what they take", "5.0.0", "server")
@@ -154,20 +163,33 @@ fn rows(names: &[Bytes]) -> Vec<Option<&'static Spec>> {
         .collect()
 }
 
-/// COMMAND GETKEYS: the keys of the command line `argv`, found as the ACL check finds
-/// them (the table's key positions, `numkeys` for the movable-keys commands), with Redis's
-/// error texts. Cluster clients ask it to route a command whose keys move.
-fn getkeys(argv: &[Bytes]) -> Result<Reply, Reply> {
+/// COMMAND GETKEYS and (`with_flags`) COMMAND GETKEYSANDFLAGS: the keys of the command line
+/// `argv` and their key-spec flags, found from the row as the ACL check finds them
+/// ([`keyspec::keys`]: Redis 7's `getKeysFromCommandWithSpecs`), with Redis's error texts.
+/// Cluster clients ask it to route a command whose keys move. SORT's `*` (a BY or GET
+/// reading other keys, for the ACL check) is not a key of the line and is left out.
+fn getkeys(argv: &[Bytes], with_flags: bool) -> Result<Reply, Reply> {
     if argv.len() < 2 {
-        return Err(crate::cmd::wrong_arity("command|getkeys"));
+        let sub = if with_flags {
+            "getkeysandflags"
+        } else {
+            "getkeys"
+        };
+        return Err(crate::cmd::wrong_arity(&format!("command|{sub}")));
     }
     let name = String::from_utf8_lossy(&argv[0]).to_lowercase();
-    let spec = lookup(&name).ok_or_else(|| Reply::err("ERR Invalid command specified"))?;
-    // EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: keys after `numkeys`, which may be 0.
-    let numkeys_optional = spec.flags.contains(&"no_mandatory_keys");
-    let movable = spec.flags.contains(&"movablekeys");
-    let channels = matches!(name.as_str(), "spublish" | "ssubscribe" | "sunsubscribe");
-    if (spec.first_key <= 0 && !movable) || channels {
+    let invalid = || Reply::err("ERR Invalid command specified");
+    let spec = lookup(&name).ok_or_else(invalid)?;
+    // A container's line runs under its subcommand's row (`OBJECT ENCODING key`), as
+    // Redis's lookupCommand finds it; an unknown subcommand is no command.
+    let spec = match argv.get(1) {
+        Some(sub) if !spec.subcommands.is_empty() => {
+            sub_spec(spec, &String::from_utf8_lossy(sub).to_ascii_lowercase())
+                .ok_or_else(invalid)?
+        }
+        _ => spec,
+    };
+    if !keyspec::has_keys(spec) {
         return Err(Reply::err("ERR The command has no key arguments"));
     }
     let argc = argv.len() as i32;
@@ -176,14 +198,23 @@ fn getkeys(argv: &[Bytes]) -> Result<Reply, Reply> {
             "ERR Invalid number of arguments specified for command",
         ));
     }
-    // SORT's `*` stands for the keys a BY or GET pattern reads (for the ACL check); Redis
-    // lists only the sorted key and the destination.
-    let keys: Vec<Reply> = crate::cmd::acl::check::keys(spec, argv)
+    let keys: Vec<Reply> = keyspec::keys(spec, argv)
         .into_iter()
-        .filter(|k| !(name.starts_with("sort") && *k == b"*"))
-        .map(|k| Reply::Bulk(Bytes::copy_from_slice(k)))
+        .filter_map(|k| match k.at {
+            KeyAt::Arg(i) => Some((argv.get(i)?, k.flags)),
+            KeyAt::Every => None,
+        })
+        .map(|(key, flags)| {
+            let key = Reply::Bulk(key.clone());
+            if with_flags {
+                Reply::Array(vec![key, keyspec::flags_reply(flags)])
+            } else {
+                key
+            }
+        })
         .collect();
-    if keys.is_empty() && !numkeys_optional {
+    // EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: keys after `numkeys`, which may be 0.
+    if keys.is_empty() && !spec.flags.contains(&"no_mandatory_keys") {
         return Err(Reply::err("ERR Invalid arguments specified for command"));
     }
     Ok(Reply::Array(keys))
@@ -208,7 +239,8 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
                 .collect(),
         ),
         "docs" => Reply::Map(rows(&args.rest()).into_iter().flatten().map(docs).collect()),
-        "getkeys" => getkeys(&args.rest())?,
+        "getkeys" => getkeys(&args.rest(), false)?,
+        "getkeysandflags" => getkeys(&args.rest(), true)?,
         "count" => {
             return Err(Reply::err(
                 "ERR wrong number of arguments for 'command|count' command",
@@ -236,7 +268,7 @@ mod tests {
     }
 
     fn keys_of(line: &str) -> Result<Reply, Reply> {
-        getkeys(&argv(line))
+        getkeys(&argv(line), false)
     }
 
     fn bulks(keys: &[&str]) -> Reply {

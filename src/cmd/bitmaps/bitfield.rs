@@ -11,6 +11,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::bitops::{offset_in_range, BAD_OFFSET};
+use crate::cmd::keyspec::{KeyFlags, KeyRef};
 use crate::cmd::registry::flags::{READ_FAST, WRITE};
 use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::strings::store_keep_ttl;
@@ -23,6 +24,7 @@ use crate::state::{notify, Keyspace};
 pub static COMMANDS: &[Spec] = &[
     Spec::new("bitfield", -2, WRITE, ONE_KEY, parse_bitfield)
         .key_specs("RW,access,update,variable_flags@i1/r0,1,0")
+        .getkeys(bitfield_keys)
         .args("key:key operation@(encoding_offset@GET={encoding offset:integer}|write@{wrap_sat_fail@OVERFLOW=(WRAP|SAT|FAIL)? write_operation@(encoding_offset_value@SET={encoding offset:integer value:integer}|encoding_offset_increment@INCRBY={encoding offset:integer increment:integer})})?*").docs(
         "Read, set or increment integer fields of any width inside a string",
         "3.2.0",
@@ -198,6 +200,16 @@ pub fn parse_bitfield(args: &mut Args) -> Result<Request, Reply> {
         )),
         None => Ok(Request::Data(Command::BitField(BitField { key, ops }))),
     }
+}
+
+/// BITFIELD's key and its flags (Redis's `bitfieldGetKeys`): read-only for GETs alone.
+fn bitfield_keys(argv: &[Bytes]) -> Vec<KeyRef> {
+    let flags = if reads_only(argv) {
+        KeyFlags::RO.with(KeyFlags::ACCESS)
+    } else {
+        KeyFlags::RW.with(KeyFlags::ACCESS).with(KeyFlags::UPDATE)
+    };
+    vec![KeyRef::arg(1, flags)]
 }
 
 /// True if a BITFIELD command line (`argv[0]` is the name) only reads its key: Redis's
@@ -411,6 +423,11 @@ impl Replicated for BitField {
 impl Replicated for BitFieldRo {
     fn forwarded(&self) -> Option<Touches<'_>> {
         Some((&["bitfield_ro", "bitfield"], one(&self.key), none()))
+    }
+
+    /// Only GETs: BITFIELD's row finds its key read-only too (`bitfield_keys`).
+    fn key_flags(&self) -> Option<Vec<KeyFlags>> {
+        Some(vec![KeyFlags::RO.with(KeyFlags::ACCESS)])
     }
 
     fn is_read(&self) -> bool {

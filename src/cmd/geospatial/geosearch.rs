@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::algo::geohash::{self, Shape};
 use crate::algo::pqsort::pqsort;
 use crate::cmd::geo::{coords, dist_reply, parse_box, parse_lonlat, parse_radius, NO_MEMBER};
+use crate::cmd::keyspec::KeyFlags;
 use crate::cmd::registry::flags::{READ, WRITE};
 use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::zset::store;
@@ -483,6 +484,21 @@ impl Replicated for GeoStore {
                 .collect(),
             none(),
         ))
+    }
+
+    /// The source is read, the destination written, whichever command it came from (their
+    /// rows name the two in different orders).
+    fn key_flags(&self) -> Option<Vec<KeyFlags>> {
+        let dst = self
+            .0
+            .dst
+            .as_ref()
+            .map(|_| KeyFlags::OW.with(KeyFlags::UPDATE));
+        Some(
+            std::iter::once(KeyFlags::RO.with(KeyFlags::ACCESS))
+                .chain(dst)
+                .collect(),
+        )
     }
 
     fn is_read(&self) -> bool {

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::algo::float::sort_strtod;
+use crate::cmd::keyspec::{KeyAt, KeyFlags, KeyRef};
 use crate::cmd::registry::{none, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request, WRONGTYPE};
 use crate::resp::args::{parse_i64, syntax_error, NOT_INTEGER};
@@ -38,6 +39,7 @@ pub static COMMANDS: &[Spec] = &[
         parse,
     )
         .key_specs("RO,access@i1/r0,1,0 RO,access@?/? OW,update@?/?")
+        .getkeys(sort_keys)
         .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA? STORE=destination:key?")
     .docs(
         "Sort the elements of a list or set, optionally storing the result",
@@ -47,6 +49,7 @@ pub static COMMANDS: &[Spec] = &[
     .categories(&["set", "sortedset", "list", "dangerous"]),
     Spec::new("sort_ro", -2, &["readonly", "movablekeys"], ONE_KEY, parse)
         .key_specs("RO,access@i1/r0,1,0 RO,access@?/?")
+        .getkeys(sort_ro_keys)
         .args("key:key BY=pattern:pattern? offset_count@LIMIT={offset:integer count:integer}? GET=pattern:pattern?*+ order@(ASC|DESC)? sorting@ALPHA?").docs(
         "Sort the elements of a list or set (the read-only form of SORT)",
         "7.0.0",
@@ -54,6 +57,63 @@ pub static COMMANDS: &[Spec] = &[
     )
     .categories(&["set", "sortedset", "list", "dangerous"]),
 ];
+
+/// The sorted key's flags.
+const SORTED: KeyFlags = KeyFlags::RO.with(KeyFlags::ACCESS);
+/// STORE's destination's flags.
+const STORED: KeyFlags = KeyFlags::OW.with(KeyFlags::UPDATE);
+
+/// SORT's and SORT_RO's keys (Redis's `sortGetKeys`, which SORT_RO's grammar shares): the
+/// sorted key, the last STORE's destination, and [`KeyAt::Every`] to read when a BY
+/// pattern (with a `*`) or a GET reads other keys: Redis allows BY and GET only to a user
+/// who may read every key, which the key `*` asks of the user's patterns (Palisade refuses
+/// with the NOPERM key text, where Redis answers `ERR BY option of SORT denied ...`).
+/// COMMAND GETKEYS leaves `*` out, as Redis lists only the sorted key and the destination.
+fn sort_keys(argv: &[Bytes]) -> Vec<KeyRef> {
+    sort_keys_of(argv, true)
+}
+
+/// SORT_RO's keys (Redis's `sortROGetKeys` lists only the sorted key: SORT_RO has no STORE),
+/// and `*` as for SORT.
+fn sort_ro_keys(argv: &[Bytes]) -> Vec<KeyRef> {
+    sort_keys_of(argv, false)
+}
+
+fn sort_keys_of(argv: &[Bytes], with_store: bool) -> Vec<KeyRef> {
+    let mut keys = vec![KeyRef::arg(1, SORTED)];
+    let (mut store, mut reaches) = (None, false);
+    let mut i = 2;
+    while i < argv.len() {
+        let word = &argv[i];
+        let next = argv.get(i + 1);
+        // As Redis: LIMIT skips two, BY and GET one; STORE is looked for before GET and BY
+        // and skips nothing.
+        if word.eq_ignore_ascii_case(b"limit") {
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"store") && next.is_some() {
+            store = Some(i + 1);
+        } else if word.eq_ignore_ascii_case(b"get") {
+            reaches |= next.is_some();
+            i += 1;
+        } else if word.eq_ignore_ascii_case(b"by") {
+            reaches |= next.is_some_and(|p| p.contains(&b'*'));
+            i += 1;
+        }
+        i += 1;
+    }
+    keys.extend(
+        store
+            .filter(|_| with_store)
+            .map(|at| KeyRef::arg(at, STORED)),
+    );
+    if reaches {
+        keys.push(KeyRef {
+            at: KeyAt::Every,
+            flags: KeyFlags::ACCESS,
+        });
+    }
+    keys
+}
 
 /// A parsed SORT or SORT_RO.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -345,6 +405,12 @@ impl Replicated for Sort {
                 .collect(),
             none(),
         ))
+    }
+
+    fn key_flags(&self) -> Option<Vec<KeyFlags>> {
+        let store = self.store.as_ref().map(|_| STORED);
+        let every = self.reaches_other_keys().then_some(KeyFlags::ACCESS);
+        Some(std::iter::once(SORTED).chain(store).chain(every).collect())
     }
 
     fn is_read(&self) -> bool {

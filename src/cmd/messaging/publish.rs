@@ -10,6 +10,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::cmd::keyspec::Channels;
 use crate::cmd::registry::{none, Own, Replicated, Spec, Touches, NO_KEYS};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
@@ -23,6 +24,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     NO_KEYS,
     parse,
 )
+.channels(Channels::FIRST)
 .args("channel message")
 .docs(
     "Send a message to the subscribers of a channel",

@@ -10,6 +10,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::cmd::keyspec::Channels;
 use crate::cmd::registry::{none, Own, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Request};
 use crate::resp::{Args, Reply};
@@ -24,6 +25,7 @@ pub static COMMANDS: &[Spec] = &[Spec::new(
     parse,
 )
 .key_specs("not_key@i1/r0,1,0")
+.channels(Channels::FIRST)
 .args("shardchannel message")
 .docs("Post a message to a shard channel", "7.0.0", "pubsub")
 .own(&[Own::MayReplicate])];

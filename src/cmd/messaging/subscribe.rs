@@ -10,6 +10,7 @@
 
 use bytes::Bytes;
 
+use crate::cmd::keyspec::Channels;
 use crate::cmd::registry::flags::PUBSUB;
 use crate::cmd::registry::{Spec, ALL_KEYS, NO_KEYS};
 use crate::cmd::{ConnCmd, Request};
@@ -18,6 +19,7 @@ use crate::resp::{Args, Reply};
 /// This file's rows of the command table.
 pub static COMMANDS: &[Spec] = &[
     Spec::new("subscribe", -2, PUBSUB, NO_KEYS, parse)
+        .channels(Channels::ALL)
         .args("channel*")
         .docs(
             "Receive the messages published to channels",
@@ -25,6 +27,7 @@ pub static COMMANDS: &[Spec] = &[
             "pubsub",
         ),
     Spec::new("psubscribe", -2, PUBSUB, NO_KEYS, parse)
+        .channels(Channels::PATTERNS)
         .args("{pattern:pattern}*")
         .docs(
             "Receive the messages published to channels matching patterns",
@@ -44,6 +47,7 @@ pub static COMMANDS: &[Spec] = &[
     // The shard channels sit in key positions (`not_key` key specs in Redis).
     Spec::new("ssubscribe", -2, PUBSUB, ALL_KEYS, parse)
         .key_specs("not_key@i1/r-1,1,0")
+        .channels(Channels::ALL)
         .args("shardchannel*")
         .docs(
             "Receive the messages posted to shard channels",

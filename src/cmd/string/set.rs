@@ -6,6 +6,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::cmd::cond::{parse_set_cond, Cond, SetIf};
+use crate::cmd::keyspec::{KeyFlags, KeyRef};
 use crate::cmd::registry::flags::{WRITE, WRITE_GROW_FAST};
 use crate::cmd::registry::{none, one, Replicated, Spec, Touches, ONE_KEY};
 use crate::cmd::{Command, Ctx, Expiry, Request};
@@ -17,6 +18,7 @@ use crate::state::Keyspace;
 pub static COMMANDS: &[Spec] = &[
     Spec::new("set", -3, WRITE, ONE_KEY, parse)
         .key_specs("RW,access,update,variable_flags@i1/r0,1,0")
+        .getkeys(set_keys)
         .args("key:key value condition@(NX|XX|IFEQ=ifeq-value|IFNE=ifne-value|IFDEQ=ifeq-digest|IFDNE=ifne-digest)? GET? expiration@(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|KEEPTTL)?").docs(
         "Store a string at a key, with optional expiry and conditions",
         "1.0.0",
@@ -82,6 +84,20 @@ pub struct Set {
     pub ttl: TtlMode,
     /// Reply shape.
     pub form: SetForm,
+}
+
+/// SET's key and its flags (Redis's `setGetKeys`): with GET it also reads the old value.
+fn set_keys(argv: &[Bytes]) -> Vec<KeyRef> {
+    let get = argv.iter().skip(3).any(|a| is(a, "get"));
+    vec![KeyRef::arg(1, set_flags(get))]
+}
+
+fn set_flags(get: bool) -> KeyFlags {
+    if get {
+        KeyFlags::RW.with(KeyFlags::ACCESS).with(KeyFlags::UPDATE)
+    } else {
+        KeyFlags::OW.with(KeyFlags::UPDATE)
+    }
 }
 
 fn is(opt: &[u8], word: &str) -> bool {
@@ -178,7 +194,18 @@ pub fn parse_setex(args: &mut Args) -> Result<Request, Reply> {
 
 impl Replicated for Set {
     fn forwarded(&self) -> Option<Touches<'_>> {
-        Some((&["set", "setnx", "setex", "psetex"], one(&self.key), none()))
+        // SET ... GET reads the old value: only SET can say that (its row's flags).
+        let names: &'static [&'static str] = if self.get {
+            &["set"]
+        } else {
+            &["set", "setnx", "setex", "psetex"]
+        };
+        Some((names, one(&self.key), none()))
+    }
+
+    /// As the row's `set_keys` finds them: the old value is read only with GET.
+    fn key_flags(&self) -> Option<Vec<KeyFlags>> {
+        Some(vec![set_flags(self.get)])
     }
 
     fn is_read(&self) -> bool {
