@@ -583,3 +583,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
 #[cfg(test)]
 mod tests;
+
+/// What a read of just-appended entries costs from the cache and from RocksDB (run by hand:
+/// `cargo test --release --lib store::log::cost -- --ignored --nocapture`; it prints, it does
+/// not assert, so it is ignored by default).
+#[cfg(test)]
+mod cost;

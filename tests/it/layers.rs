@@ -16,7 +16,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("script", &["resp", "state", "cmd", "algo"]),
     ("raft_types", &["resp", "cmd"]),
     ("store", &["resp", "state", "cmd", "raft_types", "algo"]),
-    ("raft", &["resp", "cmd", "store", "raft_types", "tls", "algo"]),
+    (
+        "raft",
+        &["resp", "cmd", "store", "raft_types", "tls", "algo"],
+    ),
     (
         "server",
         &[

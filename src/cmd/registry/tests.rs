@@ -239,7 +239,7 @@ fn every_row_has_docs() {
 /// order. New commands may come between them.
 #[test]
 fn the_table_keeps_every_row_of_the_fixture_in_order() {
-    let want = include_str!("../../tests/fixtures/command-table.txt");
+    let want = include_str!("../../../tests/fixtures/command-table.txt");
     let want: Vec<&str> = want.lines().filter(|l| !l.starts_with('#')).collect();
     let got: Vec<String> = table()
         .iter()
