@@ -33,7 +33,7 @@ fn keyspace() -> Keyspace {
             .split(' ')
             .map(|w| Bytes::copy_from_slice(w.as_bytes()));
         let revision = ks.bump_revision();
-        if let Ok(Request::Write(c)) = cmd::parse(argv.collect()) {
+        if let Ok(Request::Data(c)) = cmd::parse(argv.collect()) {
             c.apply(&mut ks, Ctx { now: NOW, revision });
         }
     }

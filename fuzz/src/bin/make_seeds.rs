@@ -30,7 +30,7 @@ fn argv(line: &str) -> Vec<Bytes> {
 /// The replicated command a client's line parses to.
 fn command(line: &str) -> Command {
     match cmd::parse(argv(line)) {
-        Ok(Request::Write(c) | Request::Read(c)) => c,
+        Ok(Request::Data(c)) => c,
         _ => panic!("{line}: not a data command"),
     }
 }
