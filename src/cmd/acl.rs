@@ -632,11 +632,7 @@ pub use forwarded::check_forwarded;
 mod tests {
     use super::*;
 
-    fn argv(line: &str) -> Vec<Bytes> {
-        line.split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_argv as argv;
 
     fn user(rules: &str) -> User {
         let mut u = User::new();

@@ -647,12 +647,7 @@ mod tests {
         assert_eq!(parse("").unwrap(), vec![]);
     }
 
-    fn line(words: &str) -> Vec<Bytes> {
-        words
-            .split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_argv as line;
 
     /// The key positions `notation`'s specs find in `words`, or None where Redis gives up.
     fn found(notation: &str, words: &str) -> Option<Vec<usize>> {

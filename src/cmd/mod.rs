@@ -242,14 +242,19 @@ impl From<state::Error> for Reply {
     }
 }
 
+/// A command line for tests: `line`'s words, split at single spaces.
+#[cfg(test)]
+pub(crate) fn test_argv(line: &str) -> Vec<bytes::Bytes> {
+    line.split(' ')
+        .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}
+
 /// Test helper: parses a space-separated command line and applies (or queries) it as the
 /// next write, at cluster time `now`.
 #[cfg(test)]
 pub(crate) fn run_line(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
-    let argv = line
-        .split(' ')
-        .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()))
-        .collect();
+    let argv = test_argv(line);
     let rev = ks.bump_revision();
     match parse(argv) {
         Ok(Request::Data(c)) if c.is_read() => c.query(ks, now),
@@ -265,11 +270,7 @@ mod tests {
 
     use super::*;
 
-    fn argv(s: &str) -> Vec<Bytes> {
-        s.split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use super::test_argv as argv;
 
     fn apply(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
         run_line(ks, line, now)

@@ -579,11 +579,7 @@ use cost::{after, CostModel, BASE};
 /// does not fail them, and a real hang (minutes, before the library charges) still does.
 const NO_HANG: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn argv_of(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|w| Bytes::from(w.to_string()))
-        .collect()
-}
+use crate::cmd::test_argv as argv_of;
 
 fn cost_keyspace(keys: usize) -> Keyspace {
     let mut ks = Keyspace::default();

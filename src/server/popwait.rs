@@ -297,10 +297,7 @@ mod tests {
     use super::*;
 
     fn cmd(line: &str) -> Command {
-        let argv = line
-            .split(' ')
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect();
+        let argv = crate::cmd::test_argv(line);
         match crate::cmd::parse(argv) {
             Ok(Request::Data(c)) => c,
             _ => panic!("{line}"),

@@ -212,10 +212,7 @@ impl Op {
 }
 
 fn parsed(text: &str) -> Command {
-    let argv = text
-        .split(' ')
-        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-        .collect();
+    let argv = crate::cmd::test_argv(text);
     match parse(argv) {
         Ok(Request::Data(c)) => c,
         other => panic!("{text}: not a write: {other:?}"),

@@ -252,11 +252,7 @@ pub fn category_commands(cat: &str) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
-    fn argv(line: &str) -> Vec<Bytes> {
-        line.split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_argv as argv;
 
     #[test]
     fn sets_and_sort_have_redis_categories() {

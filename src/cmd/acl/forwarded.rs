@@ -87,11 +87,7 @@ mod tests {
     use crate::cmd::Request;
     use crate::state::acl::Access;
 
-    fn argv(line: &str) -> Vec<Bytes> {
-        line.split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_argv as argv;
 
     /// The keys a forwarded command names, with the access the leader asks of each under
     /// the command's own name.

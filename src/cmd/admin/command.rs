@@ -261,11 +261,7 @@ mod tests {
     use super::*;
     use crate::cmd::registry::PALISADE_GROUP;
 
-    fn argv(line: &str) -> Vec<Bytes> {
-        line.split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_argv as argv;
 
     fn keys_of(line: &str) -> Result<Reply, Reply> {
         getkeys(&argv(line), false)

@@ -129,10 +129,7 @@ mod tests {
     use crate::state::Keyspace;
 
     fn debug(line: &str) -> DebugCmd {
-        let argv = line
-            .split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()));
-        match crate::cmd::parse(argv.collect()) {
+        match crate::cmd::parse(crate::cmd::test_argv(line)) {
             Ok(Request::Conn(ConnCmd::Debug(d))) => d,
             other => panic!("{other:?}"),
         }

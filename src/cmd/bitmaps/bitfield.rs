@@ -487,11 +487,7 @@ mod tests {
 
     #[test]
     fn gets_only_read_the_key() {
-        let line = |l: &str| -> Vec<Bytes> {
-            l.split(' ')
-                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-                .collect()
-        };
+        let line = crate::cmd::test_argv;
         assert!(reads_only(&line("BITFIELD k")));
         assert!(reads_only(&line(
             "BITFIELD k GET u8 0 OVERFLOW SAT get i8 #1"

@@ -227,10 +227,7 @@ mod tests {
 
     /// Applies `line` (a blocking command) as waiter `w`, as the session proposes it.
     fn block(ks: &mut Keyspace, line: &str, w: WaiterId, now: u64) -> Reply {
-        let argv = line
-            .split(' ')
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect();
+        let argv = crate::cmd::test_argv(line);
         let Ok(Request::Data(cmd)) = parse(argv) else {
             panic!("{line} does not parse as a write");
         };

@@ -147,10 +147,7 @@ mod tests {
     use super::*;
 
     fn parse_line(line: &str) -> Result<Request, Reply> {
-        let argv = line
-            .split(' ')
-            .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()));
-        crate::cmd::parse(argv.collect())
+        crate::cmd::parse(crate::cmd::test_argv(line))
     }
 
     #[test]

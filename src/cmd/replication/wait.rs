@@ -50,10 +50,7 @@ mod tests {
     use bytes::Bytes;
 
     fn parse_line(line: &str) -> Result<Request, Reply> {
-        let argv = line
-            .split(' ')
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()));
-        parse(&mut Args::new(argv.collect()))
+        parse(&mut Args::new(crate::cmd::test_argv(line)))
     }
 
     #[test]

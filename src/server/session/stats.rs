@@ -358,11 +358,7 @@ mod tests {
 
     #[test]
     fn names_of_subcommands() {
-        let argv = |s: &str| {
-            s.split(' ')
-                .map(|w| Bytes::from(w.to_string()))
-                .collect::<Vec<_>>()
-        };
+        let argv = crate::cmd::test_argv;
         assert_eq!(
             stat_name("client", &argv("CLIENT SetName x")),
             "client|setname"

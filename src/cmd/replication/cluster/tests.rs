@@ -1,10 +1,6 @@
 use super::*;
 
-fn argv(s: &str) -> Vec<Bytes> {
-    s.split(' ')
-        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-        .collect()
-}
+use crate::cmd::test_argv as argv;
 
 fn node(id: u64, reachable: bool) -> ClusterNode {
     ClusterNode {
