@@ -266,7 +266,6 @@ pub(crate) fn run_line(ks: &mut Keyspace, line: &str, now: u64) -> Reply {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
 
     use super::*;
 

@@ -212,7 +212,10 @@ impl Op {
 }
 
 fn parsed(text: &str) -> Command {
-    let argv = crate::cmd::test_argv(text);
+    let argv = text
+        .split(' ')
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect();
     match parse(argv) {
         Ok(Request::Data(c)) => c,
         other => panic!("{text}: not a write: {other:?}"),

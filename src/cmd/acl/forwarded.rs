@@ -80,7 +80,6 @@ pub fn check_forwarded(user: &User, name: &str, cmd: &Command) -> Result<(), Rep
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
 
     use super::*;
     use crate::cmd::acl::check;

@@ -47,7 +47,6 @@ pub fn parse(args: &mut Args) -> Result<Request, Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
     fn parse_line(line: &str) -> Result<Request, Reply> {
         parse(&mut Args::new(crate::cmd::test_argv(line)))
