@@ -474,6 +474,10 @@ impl Replicated for EvalAs {
         self.read_only
     }
 
+    fn runs_script(&self) -> bool {
+        true
+    }
+
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         self.apply_with(ks, ctx, CostModel::Fixed)
     }
@@ -496,6 +500,10 @@ impl Replicated for EvalMetered {
         self.0.read_only
     }
 
+    fn runs_script(&self) -> bool {
+        true
+    }
+
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
         self.0.apply_with(ks, ctx, CostModel::Metered)
     }
@@ -516,6 +524,10 @@ impl Replicated for EvalBounded {
 
     fn is_read(&self) -> bool {
         self.0.read_only
+    }
+
+    fn runs_script(&self) -> bool {
+        true
     }
 
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {

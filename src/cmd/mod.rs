@@ -228,6 +228,11 @@ impl Command {
     pub fn resolve_absolute_time(&mut self, unix_now_ms: i64) {
         self.behaviour_mut().resolve_absolute_time(unix_now_ms)
     }
+
+    /// True if applying it runs a script ([`Replicated::runs_script`]).
+    pub fn runs_script(&self) -> bool {
+        self.behaviour().runs_script()
+    }
 }
 
 /// Redis's reply for an operation on a key of another type.

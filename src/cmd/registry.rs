@@ -325,6 +325,13 @@ pub trait Replicated {
     /// Called on the leader when the command is proposed (docs/time-and-leases.md,
     /// "Absolute expiry times").
     fn resolve_absolute_time(&mut self, _unix_now_ms: i64) {}
+
+    /// True if applying it runs a script, whose time only its instruction budget bounds
+    /// (which `SCRIPT BUDGET` can raise): the state machine then applies its entry on the
+    /// blocking pool rather than on a worker thread (`store::state_machine`).
+    fn runs_script(&self) -> bool {
+        false
+    }
 }
 
 /// Declares the registry: `module: [tag => Variant(Type), ...],` per command file, in the

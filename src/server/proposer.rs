@@ -5,8 +5,9 @@
 //! handed to openraft in queue order, which keeps each connection's pipeline in order. A
 //! bounded number of batches may be in flight; while they are, the next batch grows.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -14,11 +15,11 @@ use tokio::time::Instant;
 
 use super::forward::{ForwardError, Leader, LeaderLink};
 
-use openraft::impls::ProgressResponder;
-
 use crate::cmd::Command;
 use crate::raft::{Batch, Raft};
+use crate::raft_types::{Deliver, TypeConfig};
 use crate::resp::Reply;
+use openraft::raft::ClientWriteResult;
 
 /// The reply to a forwarded write that reached a node that no longer leads: it was not
 /// proposed, so a retry is safe.
@@ -118,6 +119,8 @@ impl Proposer {
     ) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
+        let open = Arc::new(Mutex::new(VecDeque::new()));
+        tokio::spawn(watchdog(Arc::downgrade(&open)));
         tokio::spawn(run(
             rx,
             Ctx {
@@ -126,6 +129,7 @@ impl Proposer {
                 stats: stats.clone(),
                 link,
                 write_timeout,
+                open,
             },
         ));
         Proposer { tx, stats }
@@ -195,6 +199,56 @@ struct Ctx {
     stats: Arc<ProposerStats>,
     link: Arc<LeaderLink>,
     write_timeout: Duration,
+    /// Batches proposed here and not yet answered, oldest first, for [`watchdog`].
+    open: Arc<Mutex<VecDeque<(Instant, Answer)>>>,
+}
+
+/// The clients of one proposed batch and its in-flight slot, until the batch is answered:
+/// by its responder when openraft completes it, or by [`watchdog`] at its deadline,
+/// whichever takes it first.
+type Answer = Arc<Mutex<Option<(Vec<oneshot::Sender<Reply>>, OwnedSemaphorePermit)>>>;
+
+/// How often [`watchdog`] looks for batches past their deadline.
+const WATCHDOG_TICK: Duration = Duration::from_millis(100);
+
+/// Fails the clients of every batch that openraft has not answered by its deadline, and
+/// frees its slot, so that a leader that lost its quorum keeps answering (with the write
+/// timeout error). One task per proposer that wakes every [`WATCHDOG_TICK`], not a task
+/// per batch: a batch answered in time costs it nothing. Ends with the proposer.
+async fn watchdog(open: std::sync::Weak<Mutex<VecDeque<(Instant, Answer)>>>) {
+    let mut tick = tokio::time::interval(WATCHDOG_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(open) = open.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut late = Vec::new();
+        if let Ok(mut open) = open.lock() {
+            while let Some((deadline, answer)) = open.front() {
+                let answered = answer.lock().map_or(true, |a| a.is_none());
+                if !answered && *deadline > now {
+                    break;
+                }
+                if !answered {
+                    late.push(answer.clone());
+                }
+                open.pop_front();
+            }
+        }
+        for answer in late {
+            if let Some((senders, permit)) = take(&answer) {
+                drop(permit);
+                fail_all(senders, super::errors::write_timeout());
+            }
+        }
+    }
+}
+
+/// Takes a batch's clients and slot, if nobody has answered it yet.
+fn take(answer: &Answer) -> Option<(Vec<oneshot::Sender<Reply>>, OwnedSemaphorePermit)> {
+    answer.lock().ok()?.take()
 }
 
 async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, ctx: Ctx) {
@@ -260,35 +314,36 @@ async fn propose_local(
         .fetch_add(cmds.len() as u64, Ordering::Relaxed);
     ctx.stats.last_proposal_ms.store(ts, Ordering::Relaxed);
     let n = cmds.len();
-    let (responder, receiver) = ProgressResponder::complete_only();
-    let batch = Batch {
-        ts,
-        boot: ctx.clock.boot,
-        cmds,
-    };
-    if let Err(fatal) = ctx.raft.client_write_ff(batch, Some(responder)).await {
-        tracing::error!(error = %fatal, "raft stopped; failing queued writes");
-        fail_all(senders, Reply::err("ERR raft is shutting down"));
-        return;
+    let answer: Answer = Arc::new(Mutex::new(Some((senders, permit))));
+    if let Ok(mut open) = ctx.open.lock() {
+        open.push_back((Instant::now() + ctx.write_timeout, answer.clone()));
     }
-    let timeout = ctx.write_timeout;
-    tokio::spawn(async move {
-        // Bounded, so that a leader that lost its quorum frees the slot and keeps answering.
-        let outcome = tokio::time::timeout(timeout, receiver).await;
-        drop(permit);
-        let Ok(outcome) = outcome else {
-            return fail_all(senders, super::errors::write_timeout());
+    // Runs where openraft completes the write (inside the state machine's apply, for an
+    // applied one), and hands each reply to its connection there.
+    let responder = Deliver::new(move |outcome: Option<ClientWriteResult<TypeConfig>>| {
+        let Some((senders, permit)) = take(&answer) else {
+            return; // the watchdog answered first
         };
+        drop(permit);
         match outcome {
-            Ok(Ok(resp)) if resp.data.0.len() == n => deliver(senders, resp.data.0),
-            Ok(Ok(_)) => fail_all(senders, Reply::err("ERR internal: reply count mismatch")),
-            Ok(Err(e)) => fail_all(senders, super::errors::client_write_error(&e)),
-            Err(_) => fail_all(
+            Some(Ok(resp)) if resp.data.0.len() == n => deliver(senders, resp.data.0),
+            Some(Ok(_)) => fail_all(senders, Reply::err("ERR internal: reply count mismatch")),
+            Some(Err(e)) => fail_all(senders, super::errors::client_write_error(&e)),
+            None => fail_all(
                 senders,
                 Reply::err("TRYAGAIN write outcome unknown: raft dropped the request"),
             ),
         }
     });
+    let batch = Batch {
+        ts,
+        boot: ctx.clock.boot,
+        cmds,
+    };
+    // On an error the responder was dropped with the request and has told the clients.
+    if let Err(fatal) = ctx.raft.client_write_ff(batch, Some(responder)).await {
+        tracing::error!(error = %fatal, "raft stopped; failing queued writes");
+    }
 }
 
 fn deliver(senders: Vec<oneshot::Sender<Reply>>, replies: Vec<Reply>) {

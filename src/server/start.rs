@@ -112,6 +112,10 @@ fn random_run_id() -> String {
         .collect()
 }
 
+/// How often [`Server::raft_stopped`] looks whether Raft has stopped: the most a fail-stop
+/// waits after it.
+const RAFT_STOPPED_POLL: Duration = Duration::from_millis(50);
+
 /// A running server.
 pub struct Server {
     shared: Arc<Shared>,
@@ -368,14 +372,21 @@ impl Server {
     /// Returns, with the reason, once Raft has stopped by itself: a storage error, a bad
     /// snapshot image or metadata, a panic in its core. Such a node can neither commit nor
     /// apply, so it must not go on answering clients (fail-stop, docs/reliability.md).
+    ///
+    /// It looks every [`RAFT_STOPPED_POLL`] rather than waiting for the metrics to change:
+    /// openraft changes them on every append, commit and apply, and a waiter woken for each
+    /// would cost the node a thread wake-up per write (issue 25).
     pub async fn raft_stopped(&self) -> String {
         let mut metrics = self.shared.raft.metrics();
+        let mut tick = tokio::time::interval(RAFT_STOPPED_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let state = metrics.borrow_watched().running_state.clone();
-            if let Err(fatal) = state {
+            tick.tick().await;
+            if let Err(fatal) = &metrics.borrow_watched().running_state {
                 return fatal.to_string();
             }
-            if metrics.changed().await.is_err() {
+            // One poll: ready with an error only once the core has dropped its sender.
+            if let Some(Err(_)) = futures::FutureExt::now_or_never(metrics.changed()) {
                 return "the Raft core task ended".into();
             }
         }

@@ -11,8 +11,9 @@
 //! once the callback has fired; a follower answers an append once its sync has. While one
 //! sync runs, further appends queue behind it, and the next sync completes all of them.
 //!
-//! Every write runs on tokio's blocking pool ([`super::off_runtime`]), so a slow disk never
-//! holds a worker thread of the runtime.
+//! Every synced write runs on tokio's blocking pool ([`super::off_runtime`]), so a slow disk
+//! never holds a worker thread of the runtime; an unsynced one (an append, `committed`) runs
+//! on the calling task unless the disk has lately been slow ([`super::quick_or_off_runtime`]).
 //!
 //! The most recently appended entries are also kept in memory ([`Recent`], shared by every
 //! clone and reader of the store), so that replication and apply, which read an entry back
@@ -303,18 +304,18 @@ impl LogStore {
         self.write_off_runtime(wb, true).await
     }
 
-    /// Writes `wb` (synced if asked) on the blocking pool (see [`super::off_runtime`]).
+    /// Writes `wb` (synced if asked): a synced write on the blocking pool (see
+    /// [`super::off_runtime`]), an unsynced one where [`super::quick_or_off_runtime`] says.
     async fn write_off_runtime(&self, wb: WriteBatch, sync: bool) -> Result<()> {
         let db = self.db.clone();
-        super::off_runtime(move || {
-            let opts = if sync {
-                synced()
-            } else {
-                WriteOptions::default()
-            };
-            db.write_opt(wb, &opts).map_err(write_err)
-        })
-        .await
+        if !sync {
+            return super::quick_or_off_runtime(move || {
+                db.write_opt(wb, &WriteOptions::default())
+                    .map_err(write_err)
+            })
+            .await;
+        }
+        super::off_runtime(move || db.write_opt(wb, &synced()).map_err(write_err)).await
     }
 
     /// Waits until the state machine has persisted `index` as applied.

@@ -13,7 +13,9 @@ mod digest_tests;
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 pub use log::LogStore;
 pub use state_machine::{SmState, StateMachine};
@@ -30,6 +32,54 @@ where
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| io::Error::other(format!("storage task failed: {e}")))?
+}
+
+/// An unsynced storage call slower than this marks the disk as slow ([`quick_or_off_runtime`]).
+const SLOW_CALL: Duration = Duration::from_millis(2);
+/// How long, after a slow call, unsynced storage calls go to the blocking pool.
+const SLOW_HOLD: Duration = Duration::from_secs(5);
+/// Until when (in [`process_ms`]) unsynced storage calls go to the blocking pool.
+static SLOW_UNTIL_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Milliseconds since the first call, on a monotonic clock.
+fn process_ms() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// Runs a short storage call that does not sync (an unsynced RocksDB write, which lands in
+/// the memtable and the page cache) on the calling task, and so saves the two thread
+/// wake-ups of a trip to the blocking pool (issue 25: a write paid three such trips per
+/// node). Such a call blocks only when RocksDB stalls writes behind a slow disk: once one
+/// has taken longer than [`SLOW_CALL`], every such call goes to the blocking pool
+/// ([`off_runtime`]) for [`SLOW_HOLD`], so a stalling disk holds at most the one call per
+/// worker thread that found it slow. Syncs always run off the runtime.
+pub(crate) async fn quick_or_off_runtime<T, F>(f: F) -> io::Result<T>
+where
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    if process_ms() < SLOW_UNTIL_MS.load(Ordering::Relaxed) {
+        return off_runtime(f).await;
+    }
+    let started = Instant::now();
+    let out = f();
+    let took = started.elapsed();
+    if took > SLOW_CALL {
+        let until = process_ms() + SLOW_HOLD.as_millis() as u64;
+        if SLOW_UNTIL_MS.swap(until, Ordering::Relaxed) <= process_ms() {
+            tracing::info!(
+                took_ms = took.as_millis() as u64,
+                "a storage write was slow; writes run on the blocking pool for a while"
+            );
+        }
+    }
+    out
+}
+
+/// True while a slow storage call sends unsynced calls to the blocking pool.
+pub fn disk_marked_slow() -> bool {
+    process_ms() < SLOW_UNTIL_MS.load(Ordering::Relaxed)
 }
 
 /// A latency histogram of the store (seconds): the log's syncs and the state machine's

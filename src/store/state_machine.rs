@@ -18,7 +18,7 @@ use super::schema::{
     CF_KV, CF_LOCK, CF_META, CF_POPQ, CF_SCRIPT, K_APPLIED, K_SCRIPT_BUDGET,
 };
 use super::snapshot::{self, Header, IMAGE_FORMAT};
-use crate::cmd::Ctx;
+use crate::cmd::{Command, Ctx};
 use crate::raft_types::{
     Batch, BatchReply, Entry, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
 };
@@ -28,6 +28,26 @@ use crate::state::{Event, Keyspace};
 /// Most entries applied (and persisted in one WriteBatch) at a time: the ones openraft has
 /// ready, up to this many.
 const APPLY_CHUNK: usize = 1024;
+
+/// Most commands in a run that apply may run on the state machine's task rather than on
+/// the blocking pool ([`quick_run`]).
+const QUICK_RUN_COMMANDS: usize = 1024;
+
+/// True for a run short enough to apply on the calling task ([`super::quick_or_off_runtime`]):
+/// at most [`QUICK_RUN_COMMANDS`] commands and no script, whose time only its budget bounds.
+/// A longer run (a restart's replay, a follower catching up) goes to the blocking pool.
+fn quick_run(entries: &[Entry]) -> bool {
+    let mut commands = 0;
+    for entry in entries {
+        if let EntryPayload::Normal(batch) = &entry.payload {
+            if batch.cmds.iter().any(Command::runs_script) {
+                return false;
+            }
+            commands += batch.cmds.len();
+        }
+    }
+    commands <= QUICK_RUN_COMMANDS
+}
 
 /// State shared between the state machine worker and the server's read path.
 #[derive(Debug)]
@@ -353,7 +373,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 
 impl StateMachine {
     /// Applies one run of entries and persists them in one WriteBatch. Returns each entry's
-    /// reply, for the responders. Blocking: runs on the blocking pool.
+    /// reply, for the responders. Blocking: runs on the blocking pool, or on the calling task
+    /// for a short run ([`quick_run`]).
     ///
     /// The state lock is held while the entries change the keyspace and their WriteBatch is
     /// built, not while RocksDB writes it: readers (on the runtime's worker threads) never
@@ -544,7 +565,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             }
             let sm = self.clone();
-            let replies = super::off_runtime(move || sm.apply_run(batch)).await?;
+            let replies = if quick_run(&batch) {
+                super::quick_or_off_runtime(move || sm.apply_run(batch)).await?
+            } else {
+                super::off_runtime(move || sm.apply_run(batch)).await?
+            };
             for (responder, reply) in responders.into_iter().zip(replies) {
                 if let Some(r) = responder {
                     r.send(reply);

@@ -184,6 +184,10 @@ impl Replicated for Eval {
         false
     }
 
+    fn runs_script(&self) -> bool {
+        true
+    }
+
     /// Runs the script inside apply (an entry written before ACLs: no permission checks,
     /// and the fixed charge per `redis.call` it was written under).
     fn apply(&self, ks: &mut Keyspace, ctx: Ctx) -> Reply {
@@ -239,6 +243,10 @@ impl Replicated for EvalRo {
     }
 
     fn is_read(&self) -> bool {
+        true
+    }
+
+    fn runs_script(&self) -> bool {
         true
     }
 

@@ -138,6 +138,10 @@ impl Replicated for Exec {
         self.is_read_only()
     }
 
+    fn runs_script(&self) -> bool {
+        self.cmds.iter().any(Command::runs_script)
+    }
+
     fn resolve_absolute_time(&mut self, unix_now_ms: i64) {
         for c in &mut self.cmds {
             c.resolve_absolute_time(unix_now_ms);
