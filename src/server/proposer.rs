@@ -357,3 +357,67 @@ fn fail_all(senders: Vec<oneshot::Sender<Reply>>, reply: Reply) {
         let _ = tx.send(reply.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_batch(
+        open: &Arc<Mutex<VecDeque<(Instant, Answer)>>>,
+        slots: &Arc<Semaphore>,
+        deadline: Instant,
+    ) -> (Answer, oneshot::Receiver<Reply>) {
+        let (tx, rx) = oneshot::channel();
+        let permit = slots.clone().try_acquire_owned().expect("a free slot");
+        let answer: Answer = Arc::new(Mutex::new(Some((vec![tx], permit))));
+        open.lock().unwrap().push_back((deadline, answer.clone()));
+        (answer, rx)
+    }
+
+    /// A batch nobody answers gets the write-timeout error once its deadline has passed,
+    /// and its slot is freed; a batch answered in time is answered once, by its responder.
+    #[tokio::test]
+    async fn the_watchdog_fails_only_batches_left_unanswered_past_their_deadline() {
+        let open = Arc::new(Mutex::new(VecDeque::new()));
+        let slots = Arc::new(Semaphore::new(2));
+        tokio::spawn(watchdog(Arc::downgrade(&open)));
+        let now = Instant::now();
+        let (answered, mut answered_rx) = open_batch(&open, &slots, now);
+        let (_late, late_rx) = open_batch(&open, &slots, now + Duration::from_millis(150));
+        assert_eq!(slots.available_permits(), 0);
+        // The responder of the first takes it before the watchdog's first look.
+        let (senders, permit) = take(&answered).expect("not answered yet");
+        drop(permit);
+        deliver(senders, vec![Reply::ok()]);
+        let started = Instant::now();
+        let reply = tokio::time::timeout(Duration::from_secs(2), late_rx)
+            .await
+            .expect("the watchdog answers within its tick")
+            .expect("answered, not dropped");
+        assert_eq!(reply, super::super::errors::write_timeout());
+        assert!(
+            started.elapsed() >= Duration::from_millis(100),
+            "not before its deadline"
+        );
+        assert_eq!(
+            answered_rx.try_recv().unwrap(),
+            Reply::ok(),
+            "answered once"
+        );
+        assert_eq!(slots.available_permits(), 2, "both slots are free");
+        tokio::time::sleep(WATCHDOG_TICK * 2).await;
+        assert!(open.lock().unwrap().is_empty(), "both left the queue");
+    }
+
+    /// A responder that openraft drops unanswered tells its clients the outcome is unknown.
+    #[test]
+    fn a_dropped_responder_reports_an_unknown_outcome() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let responder = Deliver::new(move |outcome: Option<ClientWriteResult<TypeConfig>>| {
+            tx.send(outcome.is_none()).unwrap();
+        });
+        drop(responder);
+        assert!(rx.recv().unwrap(), "told None once");
+        assert!(rx.try_recv().is_err());
+    }
+}

@@ -41,8 +41,39 @@ where
 const SLOW_CALL: Duration = Duration::from_millis(20);
 /// How long, after a slow call, unsynced storage calls go to the blocking pool.
 const SLOW_HOLD: Duration = Duration::from_secs(2);
-/// Until when (in [`process_ms`]) unsynced storage calls go to the blocking pool.
-static SLOW_UNTIL_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether unsynced storage calls may run on the calling task: not for [`SLOW_HOLD`] after
+/// one took longer than [`SLOW_CALL`].
+struct DiskPace {
+    /// Until when (in [`process_ms`]) calls go to the blocking pool.
+    slow_until_ms: AtomicU64,
+}
+
+impl DiskPace {
+    const fn new() -> Self {
+        DiskPace {
+            slow_until_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn is_slow(&self) -> bool {
+        process_ms() < self.slow_until_ms.load(Ordering::Relaxed)
+    }
+
+    /// Notes how long a call took; true if that newly marked the disk as slow.
+    fn record(&self, took: Duration) -> bool {
+        if took <= SLOW_CALL {
+            return false;
+        }
+        let now = process_ms();
+        self.slow_until_ms
+            .swap(now + SLOW_HOLD.as_millis() as u64, Ordering::Relaxed)
+            <= now
+    }
+}
+
+/// The node's pace (one per process: a process is one node, and tests only lose speed).
+static PACE: DiskPace = DiskPace::new();
 
 /// Milliseconds since the first call, on a monotonic clock.
 fn process_ms() -> u64 {
@@ -62,27 +93,27 @@ where
     F: FnOnce() -> io::Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    if process_ms() < SLOW_UNTIL_MS.load(Ordering::Relaxed) {
+    paced(&PACE, f).await
+}
+
+async fn paced<T, F>(pace: &DiskPace, f: F) -> io::Result<T>
+where
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    if pace.is_slow() {
         return off_runtime(f).await;
     }
     let started = Instant::now();
     let out = f();
     let took = started.elapsed();
-    if took > SLOW_CALL {
-        let until = process_ms() + SLOW_HOLD.as_millis() as u64;
-        if SLOW_UNTIL_MS.swap(until, Ordering::Relaxed) <= process_ms() {
-            tracing::info!(
-                took_ms = took.as_millis() as u64,
-                "a storage write was slow; writes run on the blocking pool for a while"
-            );
-        }
+    if pace.record(took) {
+        tracing::info!(
+            took_ms = took.as_millis() as u64,
+            "a storage write was slow; writes run on the blocking pool for a while"
+        );
     }
     out
-}
-
-/// True while a slow storage call sends unsynced calls to the blocking pool.
-pub fn disk_marked_slow() -> bool {
-    process_ms() < SLOW_UNTIL_MS.load(Ordering::Relaxed)
 }
 
 /// A latency histogram of the store (seconds): the log's syncs and the state machine's
@@ -172,6 +203,48 @@ pub fn open_with(
     }
     let sm = StateMachine::open(db.clone())?;
     Ok((LogStore::new(db)?, sm))
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use super::*;
+
+    /// A quick call runs on the calling thread; one slower than [`SLOW_CALL`] sends the
+    /// next calls to the blocking pool (another thread) until [`SLOW_HOLD`] has passed.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_slow_storage_call_sends_the_next_ones_to_the_blocking_pool() {
+        static LOCAL: DiskPace = DiskPace::new();
+        let here = std::thread::current().id();
+        let on = || Ok(std::thread::current().id());
+        assert_eq!(
+            paced(&LOCAL, on).await.unwrap(),
+            here,
+            "a quick call runs in place"
+        );
+        assert!(!LOCAL.is_slow());
+        let slow = move || {
+            std::thread::sleep(SLOW_CALL + Duration::from_millis(5));
+            Ok(std::thread::current().id())
+        };
+        assert_eq!(
+            paced(&LOCAL, slow).await.unwrap(),
+            here,
+            "found slow in place"
+        );
+        assert!(LOCAL.is_slow());
+        assert_ne!(
+            paced(&LOCAL, on).await.unwrap(),
+            here,
+            "then off the runtime"
+        );
+        // Marked again while slow: not newly slow.
+        assert!(!LOCAL.record(SLOW_CALL * 2));
+        assert!(!LOCAL.record(SLOW_CALL));
+        // The hold ends.
+        LOCAL.slow_until_ms.store(process_ms(), Ordering::Relaxed);
+        assert!(!LOCAL.is_slow());
+        assert_eq!(paced(&LOCAL, on).await.unwrap(), here, "in place again");
+    }
 }
 
 #[cfg(test)]

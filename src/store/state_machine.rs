@@ -603,3 +603,65 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         super::off_runtime(move || sm.current_image()).await
     }
 }
+
+#[cfg(test)]
+mod quick_run_tests {
+    use super::*;
+    use crate::cmd::test_argv;
+    use crate::cmd::{parse, Request};
+    use crate::raft_types::log_id;
+
+    fn cmd(line: &str) -> Command {
+        match parse(test_argv(line)) {
+            Ok(Request::Data(c)) => c,
+            _ => panic!("not a data command: {line}"),
+        }
+    }
+
+    fn entry(index: u64, cmds: Vec<Command>) -> Entry {
+        Entry {
+            log_id: log_id(1, 1, index),
+            payload: EntryPayload::Normal(Batch {
+                ts: 0,
+                boot: 1,
+                cmds,
+            }),
+        }
+    }
+
+    /// Short runs without scripts apply on the calling task; a script (alone, or queued in
+    /// a MULTI), or a run over the command limit, goes to the blocking pool.
+    #[test]
+    fn only_short_runs_without_scripts_apply_in_place() {
+        let plain = || vec![cmd("SET k v"), cmd("LOCK l o PX 1000"), cmd("DEL k")];
+        assert!(quick_run(&[entry(1, plain()), entry(2, plain())]));
+        assert!(quick_run(&[]));
+        let eval = cmd("EVAL return 1 0");
+        assert!(eval.runs_script());
+        assert!(!quick_run(&[
+            entry(1, plain()),
+            entry(2, vec![eval.clone()])
+        ]));
+        let exec = |inner: Vec<Command>| {
+            Command::Exec(crate::cmd::txn::multi::Exec {
+                watched: Vec::new(),
+                cmds: inner,
+            })
+        };
+        assert!(quick_run(&[entry(1, vec![exec(plain())])]));
+        assert!(!quick_run(&[entry(
+            1,
+            vec![exec(vec![cmd("SET a b"), eval])]
+        )]));
+        let many = |n: usize| {
+            (0..n)
+                .map(|i| cmd(&format!("SET k{i} v")))
+                .collect::<Vec<_>>()
+        };
+        assert!(quick_run(&[entry(1, many(QUICK_RUN_COMMANDS))]));
+        assert!(!quick_run(&[
+            entry(1, many(QUICK_RUN_COMMANDS)),
+            entry(2, many(1))
+        ]));
+    }
+}
