@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use super::waiters::{self, Registry, Unanswered};
 use super::Shared;
@@ -28,6 +28,7 @@ use crate::cmd::lockwait::{LockCancel, LockPurge, LockReleaseGrant};
 use crate::cmd::Command;
 use crate::resp::Reply;
 use crate::state::{Event, LockEventKind, WaiterId};
+use crate::store::state_machine::EventReceiver;
 
 /// How often a node checks for waiters that an earlier process of it left in the queues.
 const PURGE_CHECK: Duration = Duration::from_secs(1);
@@ -240,27 +241,23 @@ pub fn release(shared: &Arc<Shared>, key: Bytes, token: u64, owner: Bytes, waite
 /// Answers this node's waiters from the applied log until `stop` changes. `events` (the
 /// state machine's grants to waiters) is subscribed before the first client connects, so no
 /// grant is missed.
-pub async fn run(
-    shared: Arc<Shared>,
-    mut events: broadcast::Receiver<Event>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn run(shared: Arc<Shared>, mut events: EventReceiver, mut stop: watch::Receiver<bool>) {
     let mut purge = tokio::time::interval(PURGE_CHECK);
     loop {
         tokio::select! {
-            ev = events.recv() => match ev {
+            ev = events.recv() => match ev.as_deref() {
                 // A grant to a waiter; or, for an MLOCK, a key its owner held already.
                 Ok(Event::Lock { kind: LockEventKind::Granted | LockEventKind::Renewed, key, token, owner, waiter: Some(id) }) => {
-                    if let Err(back) = shared.waiters.deliver(id, &key, token) {
+                    if let Err(back) = shared.waiters.deliver(*id, key, *token) {
                         for (key, token) in back {
-                            release(&shared, key, token, owner.clone(), id);
+                            release(&shared, key, token, owner.clone(), *id);
                         }
                     }
                 }
-                Ok(Event::Served { waiter, reply }) => super::popwait::deliver(&shared, waiter, &reply),
+                Ok(Event::Served { waiter, reply }) => super::popwait::deliver(&shared, *waiter, reply),
                 Ok(_) => {}
                 Err(RecvError::Lagged(n)) => {
-                    tracing::error!(lost = n, "the waiter task fell behind; answering lock waiters from the state, failing blocked pops");
+                    tracing::error!(lost = *n, "the waiter task fell behind; answering lock waiters from the state, failing blocked pops");
                     deliver_from_state(&shared);
                     super::popwait::fail_all(&shared, "blocked pop lost its reply (the node fell behind); retry");
                 }

@@ -27,12 +27,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::Shared;
 use crate::resp::Reply;
 use crate::state::{Event, LockEventKind};
+use crate::store::state_machine::EventReceiver;
 use crate::store::Timing;
 
 /// The errorstats prefix of a write refused for a lower fencing token (FENCEDSET,
@@ -391,7 +392,7 @@ fn respond<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
 /// `stop`. `events` is subscribed before the first client connects.
 pub async fn count_events(
     shared: Arc<Shared>,
-    mut events: broadcast::Receiver<Event>,
+    mut events: EventReceiver,
     mut stop: watch::Receiver<bool>,
 ) {
     let Some(m) = shared.metrics.as_ref() else {
@@ -405,11 +406,11 @@ pub async fn count_events(
     let mut leases = Leases::default();
     loop {
         tokio::select! {
-            event = events.recv() => match event {
-                Ok(Event::Lock { kind, token, .. }) => leases.note(&m.lock, kind, token),
+            event = events.recv() => match event.as_deref() {
+                Ok(Event::Lock { kind, token, .. }) => leases.note(&m.lock, *kind, *token),
                 Ok(_) => {}
                 Err(RecvError::Lagged(n)) => {
-                    m.lock.events_lost.inc_by(n);
+                    m.lock.events_lost.inc_by(*n);
                 }
                 Err(RecvError::Closed) => return,
             },

@@ -32,13 +32,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use openraft::storage::{IOFlushed, RaftLogStorage};
-use openraft::{LogState, OptionalSend, RaftLogReader};
+use openraft::{EntryPayload, LogState, OptionalSend, RaftLogReader};
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 
 use super::schema::{
     cf, dec, enc, get_meta, index_key, read_err, write_err, AppliedMeta, Result, CF_LOG, CF_META,
     K_APPLIED, K_COMMITTED, K_PURGED, K_VOTE,
 };
+use crate::cmd::Command;
 use crate::raft_types::{Entry, LogId, TypeConfig, Vote};
 
 /// The log store; cheap to clone (it shares the database and the sync thread).
@@ -76,8 +77,31 @@ fn recent_max_entries() -> usize {
         }),
     }
 }
-/// ... and at most this many bytes of them (their encoded size).
+/// ... and at most about this many bytes of memory ([`held_size`]).
 const RECENT_MAX_BYTES: usize = 8 << 20;
+
+/// What a decoded command holds on the heap beyond its slot in the batch and the bytes of its
+/// arguments: the arguments' own allocations (jemalloc rounds each one up to its size class)
+/// and their `Bytes` handles. Measured, not derived: a million-lock load (`LOCK` commands of
+/// about 40 encoded bytes) held about 440 bytes per cached command, 176 of them the
+/// command's slot (`size_of::<Command>()`); an estimate that counted the encoded size alone
+/// let the cache hold about 90 MB under an 8 MiB bound. With this estimate the same load
+/// leaves about 5 MB in the cache under that bound: it errs high (docs/performance.md).
+const COMMAND_HEAP_OVERHEAD: usize = 224;
+
+/// About how much memory `entry` takes in the cache once decoded, given its encoded size:
+/// the entry itself, its batch's command slots (by capacity), and each command's arguments
+/// ([`COMMAND_HEAP_OVERHEAD`] plus their encoded bytes).
+fn held_size(entry: &Entry, encoded: usize) -> usize {
+    let commands = match &entry.payload {
+        EntryPayload::Normal(batch) => {
+            batch.cmds.capacity() * std::mem::size_of::<Command>()
+                + batch.cmds.len() * COMMAND_HEAP_OVERHEAD
+        }
+        EntryPayload::Blank | EntryPayload::Membership(_) => 0,
+    };
+    std::mem::size_of::<Entry>() + encoded + commands
+}
 
 /// The last appended entries, a run of consecutive indexes, each exactly as RocksDB holds it.
 ///
@@ -85,7 +109,7 @@ const RECENT_MAX_BYTES: usize = 8 << 20;
 /// and `purge` one at a time); readers on other tasks only copy out of it.
 #[derive(Debug)]
 struct Recent {
-    /// Consecutive entries, oldest first, each with its encoded size.
+    /// Consecutive entries, oldest first, each with the memory it takes ([`held_size`]).
     entries: VecDeque<(Entry, usize)>,
     /// The sum of the sizes in `entries`.
     bytes: usize,
@@ -270,6 +294,13 @@ impl LogStore {
             r.max_bytes = max_bytes;
         }
         self
+    }
+
+    /// How many entries the cache of recent entries holds, and their [`held_size`] in all.
+    #[cfg(test)]
+    fn recent_held(&self) -> (usize, usize) {
+        let r = self.recent();
+        (r.entries.len(), r.bytes)
     }
 
     /// How many reads the cache of recent entries served, and how many went to RocksDB.
@@ -524,7 +555,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for entry in entries {
             let bytes = enc(&entry)?;
             wb.put_cf(log, index_key(entry.log_id.index), &bytes);
-            written.push((entry, bytes.len()));
+            let size = held_size(&entry, bytes.len());
+            written.push((entry, size));
         }
         let n = written.len() as u64;
         // What these entries overwrite leaves the cache before RocksDB changes.

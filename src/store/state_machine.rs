@@ -66,10 +66,10 @@ pub struct SmState {
     pub applied_commands: u64,
     /// Events of applied batches, published after each batch is persisted (pub/sub delivery,
     /// wake-ups of blocked clients). Lagging receivers lose events, never block apply.
-    pub events: tokio::sync::broadcast::Sender<Event>,
+    pub events: EventSender,
     /// The grants to queued waiters among `events`, on their own channel: the task that
     /// answers waiters is woken by these only, not by every applied batch.
-    pub waiter_grants: tokio::sync::broadcast::Sender<Event>,
+    pub waiter_grants: EventSender,
     /// The applied ACL users, republished after every batch that changed them: sessions
     /// check each command against this copy without taking the state lock.
     pub acl: AclView,
@@ -113,6 +113,14 @@ impl Default for SmState {
 
 /// Events buffered per receiver before the slowest one starts losing them.
 pub const EVENT_CAPACITY: usize = 65_536;
+
+/// A channel of applied events. Each is shared (`Arc`): tokio's broadcast channel allocates
+/// all [`EVENT_CAPACITY`] slots when it is made, and a slot holding an [`Event`] itself took
+/// about 150 bytes, 10 MB per channel on every node; an `Arc` slot takes about 40.
+pub type EventSender = tokio::sync::broadcast::Sender<Arc<Event>>;
+
+/// The receiving end of an [`EventSender`].
+pub type EventReceiver = tokio::sync::broadcast::Receiver<Arc<Event>>;
 
 /// The state machine handle owned by openraft; clones share the database and the state (a
 /// clone runs each storage call on the blocking pool, see [`super::off_runtime`]).
@@ -403,14 +411,19 @@ impl StateMachine {
         let (all, waiter_grants, apply_seconds) = channels;
         apply_seconds.since(started);
         for event in events {
-            // No receiver is normal (nobody subscribed).
-            if matches!(
+            let for_waiters = matches!(
                 event,
                 Event::Lock {
                     waiter: Some(_),
                     ..
                 } | Event::Served { .. }
-            ) {
+            );
+            // No receiver is normal (nobody subscribed); then the event is not even shared.
+            if !for_waiters && all.receiver_count() == 0 {
+                continue;
+            }
+            let event = Arc::new(event);
+            if for_waiters {
                 let _ = waiter_grants.send(event.clone());
             }
             let _ = all.send(event);

@@ -2,6 +2,8 @@
 //! machine's events, the Redis reply shapes (RESP3 pushes, RESP2 arrays), and the output
 //! buffer limit of the pubsub class.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -11,12 +13,13 @@ use crate::cmd::subscribe::SubCmd;
 use crate::resp::Reply;
 use crate::server::clients::Subscriptions;
 use crate::state::{pattern, Event};
+use crate::store::state_machine::EventReceiver;
 
 /// The subscriptions of one connection.
 #[derive(Default)]
 pub struct PubSub {
     subs: Subscriptions,
-    rx: Option<broadcast::Receiver<Event>>,
+    rx: Option<EventReceiver>,
     /// `LOCKNOTIFY`: the leases this connection watches.
     pub lost: super::lost::LostLocks,
     /// Since when the pending output has been above the soft limit.
@@ -86,7 +89,7 @@ impl PubSub {
     pub fn apply(
         &mut self,
         cmd: SubCmd,
-        events: impl FnOnce() -> Option<broadcast::Receiver<Event>>,
+        events: impl FnOnce() -> Option<EventReceiver>,
     ) -> Vec<Reply> {
         let kind = match (cmd.pattern, cmd.shard, cmd.subscribe) {
             (true, _, true) => "psubscribe",
@@ -133,11 +136,7 @@ impl PubSub {
     }
 
     /// `LOCKNOTIFY ON|OFF`: watches this connection's leases (events from `events` while on).
-    pub fn lock_notify(
-        &mut self,
-        on: bool,
-        events: impl FnOnce() -> Option<broadcast::Receiver<Event>>,
-    ) {
+    pub fn lock_notify(&mut self, on: bool, events: impl FnOnce() -> Option<EventReceiver>) {
         self.lost.set(on);
         if on && self.rx.is_none() {
             self.rx = events();
@@ -174,7 +173,7 @@ impl PubSub {
 
     /// Waits for the next local event. Pending forever when not subscribed. `Err(n)`: this
     /// connection fell `n` events behind the node's event queue, so they are lost to it.
-    pub async fn next_event(&mut self) -> Result<Event, u64> {
+    pub async fn next_event(&mut self) -> Result<Arc<Event>, u64> {
         loop {
             let Some(rx) = self.rx.as_mut() else {
                 return std::future::pending().await;

@@ -19,6 +19,7 @@ use super::Session;
 use crate::server::stream::ClientStream;
 use crate::state::Event;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// What one step of socket I/O did.
 enum Io {
@@ -136,7 +137,7 @@ impl Session {
 
     /// Queues the messages `event` makes for this subscriber; false if it must be closed:
     /// it passed its output limit, or fell so far behind that messages were lost to it.
-    fn deliver(&mut self, event: Result<Event, u64>) -> bool {
+    fn deliver(&mut self, event: Result<Arc<Event>, u64>) -> bool {
         let stats = &self.shared.stats;
         let event = match event {
             Ok(e) => e,

@@ -52,7 +52,9 @@ async fn recent_entries_read_as_rocksdb_holds_them() {
     let dir = tempfile::tempdir().unwrap();
     let (log, _sm) = crate::store::open(dir.path(), 1).unwrap();
     let db = log.db().clone();
-    let mut log = log.without_purge_guard().with_recent_limits(24, 24 * 40);
+    let mut log = log
+        .without_purge_guard()
+        .with_recent_limits(24, 24 * (std::mem::size_of::<Entry>() + 40));
     let mut reader = log.get_log_reader().await;
     let mut model: BTreeMap<u64, Entry> = BTreeMap::new();
     let mut purged = 0u64;
@@ -112,7 +114,7 @@ async fn recent_entries_read_as_rocksdb_holds_them() {
                 log = LogStore::new(db.clone())
                     .unwrap()
                     .without_purge_guard()
-                    .with_recent_limits(24, 24 * 40);
+                    .with_recent_limits(24, 24 * (std::mem::size_of::<Entry>() + 40));
                 reader = log.get_log_reader().await;
             }
         }
@@ -198,4 +200,59 @@ async fn a_read_of_just_appended_entries_is_served_from_memory() {
         ids(&(2..=8).map(|i| entry(1, i)).collect::<Vec<_>>())
     );
     assert_eq!(log.recent_reads(), (0, 1));
+}
+
+/// The cache is bounded by the memory its entries take once decoded, not by their encoded
+/// size: a batch of small commands takes about ten times more memory than it encodes to
+/// (each command's slot in the batch is `size_of::<Command>()` bytes), and a bound on the
+/// encoded size let a million-lock load keep about 90 MB in the cache.
+#[tokio::test]
+async fn the_cache_is_bounded_by_the_memory_of_its_entries() {
+    use crate::cmd::{parse, test_argv, Command, Request};
+    use crate::raft_types::Batch;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _sm) = crate::store::open(dir.path(), 1).unwrap();
+    let lock = |n: usize| -> Command {
+        match parse(test_argv(&format!("LOCK lock:{n:07} owner-{n} PX 10000"))) {
+            Ok(Request::Data(c)) => c,
+            _ => panic!("LOCK does not parse"),
+        }
+    };
+    const PER_ENTRY: usize = 1000;
+    let mut encoded = 0;
+    for i in 1..=200u64 {
+        let cmds: Vec<Command> = (0..PER_ENTRY)
+            .map(|n| lock(i as usize * PER_ENTRY + n))
+            .collect();
+        let e = Entry {
+            log_id: log_id(1, 1, i),
+            payload: EntryPayload::Normal(Batch {
+                ts: i,
+                boot: 1,
+                cmds,
+            }),
+        };
+        encoded += enc(&e).unwrap().len();
+        append(&mut log, vec![e]).await;
+    }
+    let (entries, bytes) = log.recent_held();
+    // All 200 entries encode to less than the bound, so a bound on the encoded size would
+    // keep them all.
+    assert!(encoded < RECENT_MAX_BYTES, "encoded {encoded}");
+    assert!(bytes <= RECENT_MAX_BYTES, "held {bytes}");
+    let slots = entries * PER_ENTRY * std::mem::size_of::<Command>();
+    assert!(
+        slots <= RECENT_MAX_BYTES,
+        "{entries} entries hold {slots} bytes of command slots"
+    );
+    assert!((1..200).contains(&entries), "{entries} entries cached");
+    // What is held is still the newest run, and is read from memory.
+    let (h, m) = log.recent_reads();
+    let got = log
+        .try_get_log_entries(201 - entries as u64..201)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), entries);
+    assert_eq!(log.recent_reads(), (h + 1, m));
 }
