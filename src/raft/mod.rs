@@ -5,6 +5,7 @@
 //! why, and for how to move the pin.
 
 pub mod auth;
+pub mod lease;
 pub mod network;
 pub mod node;
 pub mod pipeline;

@@ -100,6 +100,8 @@ pub struct PeerContext {
     pub auth: PeerAuth,
     /// Append stream counters.
     pub appends: AppendStats,
+    /// Vote requests are refused while this holds (after a restart, see `raft::lease`).
+    pub vote_hold: super::lease::VoteHold,
 }
 
 impl PeerContext {
@@ -427,6 +429,7 @@ mod tests {
                 faults: Faults::default(),
                 auth: PeerAuth::default(),
                 appends: AppendStats::default(),
+                vote_hold: Default::default(),
             }),
             conn: None,
             idle_stream: Default::default(),

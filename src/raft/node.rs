@@ -15,7 +15,7 @@ use rocksdb::DB;
 
 use super::auth::PeerAuth;
 use super::network::{Faults, PeerContext, PeerNetwork};
-use super::{NodeId, Raft};
+use super::{lease, NodeId, Raft, StoredMembership};
 use crate::store::log::SyncStats;
 use crate::store::{self, schema, SmState};
 
@@ -95,7 +95,10 @@ fn raft_config(settings: &NodeSettings) -> anyhow::Result<Arc<Config>> {
         // (openraft's validate checks it); ReadIndex rounds bypass the suppression.
         heartbeat_min_interval: Some(100),
         election_timeout_min: 500,
-        election_timeout_max: 1000,
+        election_timeout_max: lease::ELECTION_TIMEOUT_MAX_MS,
+        // Elections start once `start` has decided whether this node must wait out a lease
+        // first (`raft::lease`).
+        enable_elect: false,
         install_snapshot_timeout: 2000,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
         // Entries kept behind a snapshot, for followers that are only slightly behind.
@@ -111,6 +114,43 @@ fn raft_config(settings: &NodeSettings) -> anyhow::Result<Arc<Config>> {
         ..Default::default()
     };
     Ok(Arc::new(config.validate().context("raft config")?))
+}
+
+/// Lets this node vote and campaign: at once, unless it restarted as one of several voters;
+/// then only when one leader lease has passed since it started (`raft::lease`, "Restarts").
+async fn hold_after_restart(
+    raft: &Raft,
+    ctx: &Arc<PeerContext>,
+    restarted: bool,
+) -> anyhow::Result<()> {
+    // From Raft's own state (its metrics may not be filled in yet): the most voters of the
+    // committed and the effective membership.
+    let voters = raft
+        .with_raft_state(|st| {
+            let m = &st.membership_state;
+            let count = |c: &StoredMembership| c.membership().voter_ids().count();
+            count(m.committed()).max(count(m.effective()))
+        })
+        .await
+        .context("raft state")?;
+    let until = match ctx.vote_hold.until() {
+        Some(until) if restarted && voters > 1 => until,
+        _ => {
+            ctx.vote_hold.release();
+            raft.runtime_config().elect(true);
+            return Ok(());
+        }
+    };
+    tracing::info!(
+        hold_ms = lease::restart_hold().as_millis() as u64,
+        "restarted: no votes and no candidacy until a lease this node may have granted is over"
+    );
+    let raft = raft.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(until.into()).await;
+        raft.runtime_config().elect(true);
+    });
+    Ok(())
 }
 
 /// Opens storage, starts Raft and bootstraps a new cluster on first boot.
@@ -133,12 +173,16 @@ pub async fn start(settings: &NodeSettings) -> anyhow::Result<Node> {
         faults: Faults::default(),
         auth: settings.peer_auth.clone(),
         appends: Default::default(),
+        // Held from the start; released below unless this is a restart (`raft::lease`).
+        vote_hold: lease::VoteHold::for_duration(lease::restart_hold()),
     });
     let network = PeerNetwork { ctx: ctx.clone() };
     let raft = Raft::new(settings.node_id, raft_config(settings)?, network, log, sm)
         .await
         .context("starting raft")?;
-    if raft.is_initialized().await.context("raft state")? {
+    let restarted = raft.is_initialized().await.context("raft state")?;
+    hold_after_restart(&raft, &ctx, restarted).await?;
+    if restarted {
         if stored.is_none() {
             let id = rand::random::<u64>() | 1;
             schema::put_cluster_id(&db, id)?;

@@ -19,6 +19,9 @@ use tracing::Instrument;
 
 use super::auth::HANDSHAKE_TIMEOUT;
 use super::network::PeerContext;
+
+/// The answer to a vote request while this node holds its votes after a restart.
+const VOTE_HELD: &str = "restarted within a leader lease: not voting yet";
 use super::protocol::{
     codec, Envelope, PeerFramed, PeerRequest, PeerResponse, MAX_SNAPSHOT_IMAGE, PROTOCOL_VERSION,
 };
@@ -387,6 +390,10 @@ impl Service {
         match body {
             PeerRequest::Append(rpc) => {
                 PeerResponse::Append(self.raft.append_entries(rpc).await.map_err(|e| text(&e)))
+            }
+            // A restarted node does not vote until a lease it may have granted is over.
+            PeerRequest::Vote(_) | PeerRequest::PreVote(_) if self.ctx.vote_hold.holds() => {
+                PeerResponse::Vote(Err(VOTE_HELD.into()))
             }
             PeerRequest::Vote(rpc) => {
                 PeerResponse::Vote(self.raft.vote(rpc).await.map_err(|e| text(&e)))

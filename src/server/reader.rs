@@ -6,7 +6,6 @@ use std::sync::{Arc, RwLock};
 
 use std::time::Duration;
 
-use openraft::ReadPolicy;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -110,7 +109,9 @@ async fn run(
     }
 }
 
-/// One ReadIndex round, then every read of the batch against the applied state.
+/// Leadership confirmed once for the batch (a lease read, or a ReadIndex round when the
+/// quorum's last acknowledgement is too old: `raft::lease`), then every read of the batch
+/// against the applied state.
 async fn serve_local(
     raft: &Raft,
     state: &RwLock<SmState>,
@@ -125,7 +126,12 @@ async fn serve_local(
         }
     };
     // Bounded: a leader cut off from its quorum must answer with an error, not hang.
-    match tokio::time::timeout(timeout, raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
+    match tokio::time::timeout(
+        timeout,
+        raft.ensure_linearizable(crate::raft::lease::read_option()),
+    )
+    .await
+    {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return reply_all(batch, super::errors::read_error(&e)),
         Err(_) => {

@@ -566,6 +566,7 @@ fn the_leader_refuses_a_forwarded_command_its_user_may_not_run() {
             faults: Faults::default(),
             auth: PeerAuth::new(Some(CLUSTER_SECRET.as_bytes().to_vec())),
             appends: Default::default(),
+            vote_hold: Default::default(),
         };
         let mut conn = PeerConn::connect(&addr, Duration::from_secs(5), &ctx, leader)
             .await

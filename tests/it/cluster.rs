@@ -320,6 +320,15 @@ fn minority_leader_grants_nothing_and_cluster_converges_after_heal() {
     let mut c_new = cluster.conn(new);
     let t_new = try_int(&c_new.c("LOCK part you PX 60000")).expect("majority grants");
     assert!(t_new > 0);
+    // The old leader's lease is over: it reads nothing, neither the new value nor the old
+    // (`raft::lease`: a stale leader serving reads from its lease would answer `$-1`).
+    assert_eq!(c_new.c("SET fresh 2"), b"+OK\r\n");
+    let reply = c_old.c("GET fresh");
+    assert!(
+        reply.starts_with(b"-"),
+        "the cut-off old leader answered a read: {:?}",
+        String::from_utf8_lossy(&reply)
+    );
     // Phase 4: heal; everyone converges, and the unacked minority write never happened.
     assert_eq!(c_old.c("RAFT.FAULT HEAL"), b"+OK\r\n");
     let leader = cluster.wait_leader(&[1, 2, 3]);
@@ -340,6 +349,98 @@ fn minority_leader_grants_nothing_and_cluster_converges_after_heal() {
         as_bulk(&cluster.conn(old).c("GET part")).as_deref(),
         Some(&b"you"[..])
     );
+}
+
+/// A voter that restarts answers no vote request for one leader lease after it starts (here
+/// stretched to 8 s by the test knob), so a lease it granted before the crash still holds;
+/// then it answers again (`raft::lease`, "Restarts").
+#[test]
+fn a_restarted_voter_holds_its_vote_for_a_lease() {
+    use palisade::raft::lease::TEST_VOTE_HOLD_ENV;
+    use palisade::raft::network::{Faults, PeerContext};
+    use palisade::raft::protocol::{
+        Envelope, PeerConn, PeerRequest, PeerResponse, PROTOCOL_VERSION,
+    };
+    use palisade::raft::{auth::PeerAuth, Vote};
+    const HOLD: Duration = Duration::from_secs(8);
+
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(&[1, 2, 3]);
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+    let (voter, candidate) = (others[0], others[1]);
+    let cluster_id = u64::from_str_radix(&cluster.info(leader, "cluster_id").unwrap(), 16).unwrap();
+    cluster
+        .node_env
+        .entry(voter)
+        .or_default()
+        .push((TEST_VOTE_HOLD_ENV.into(), HOLD.as_millis().to_string()));
+    let started = Instant::now();
+    cluster.restart(voter);
+    // A pre-vote from the other follower: it changes nothing on the voter either way.
+    let ask = || -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ctx = PeerContext {
+                node_id: candidate,
+                cluster_id: cluster_id.into(),
+                faults: Faults::default(),
+                auth: PeerAuth::new(Some(
+                    crate::common::cluster::CLUSTER_SECRET.as_bytes().to_vec(),
+                )),
+                appends: Default::default(),
+                vote_hold: Default::default(),
+            };
+            let env = Envelope {
+                proto: PROTOCOL_VERSION,
+                cluster_id,
+                from: candidate,
+                target: voter,
+                body: PeerRequest::PreVote(openraft::raft::VoteRequest::new(
+                    Vote::new(1_000, candidate),
+                    None,
+                )),
+            };
+            let mut conn = PeerConn::connect(
+                &cluster.peer_addr(voter),
+                Duration::from_secs(5),
+                &ctx,
+                voter,
+            )
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+            match conn.call(&env, Duration::from_secs(5)).await {
+                Ok(PeerResponse::Vote(Ok(_))) => Ok(()),
+                Ok(PeerResponse::Vote(Err(why))) => Err(why),
+                other => panic!("pre-vote: {other:?}"),
+            }
+        })
+    };
+    let refused = ask().expect_err("the restarted voter answered a pre-vote inside its hold");
+    assert!(refused.contains("not voting yet"), "{refused}");
+    assert!(
+        started.elapsed() < HOLD,
+        "the restart took longer than the hold"
+    );
+    let answered = loop {
+        if ask().is_ok() {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < HOLD + Duration::from_secs(10),
+            "the voter never answered again"
+        );
+        thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        answered >= HOLD,
+        "answered {answered:?} after the restart began"
+    );
+    // The pre-votes changed nothing: the leader still leads and writes commit.
+    assert_eq!(cluster.wait_leader(&[1, 2, 3]), leader);
+    assert_eq!(cluster.conn(leader).c("SET after-hold 1"), b"+OK\r\n");
 }
 
 #[test]
