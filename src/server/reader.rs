@@ -1,5 +1,6 @@
-//! Linearizable reads: every read queued while a ReadIndex round runs is served by the next
-//! round, so one round (and one quorum check) serves many reads (docs/architecture.md, "Reads").
+//! Linearizable reads: every read queued while one leadership check runs is served after the
+//! next, so one check serves many reads. The check is a lease read, or a heartbeat round when
+//! the quorum's last acknowledgement is too old (`raft::lease`; docs/architecture.md, "Reads").
 
 use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::{Arc, RwLock};
