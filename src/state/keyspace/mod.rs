@@ -383,21 +383,21 @@ impl Keyspace {
 
     /// Raises the fence of `key` to `token` if it is higher.
     pub fn raise_fence(&mut self, key: &Bytes, token: u64) {
-        if token > self.fence(key) {
-            if let Some(j) = &mut self.journal {
-                let old = self.fences.get(key).copied();
-                j.fences.entry(key.clone()).or_insert(old);
-            }
-            // An exact copy, for the reason `raw_insert` gives.
-            if self
-                .fences
-                .insert(Bytes::copy_from_slice(key), token)
-                .is_none()
-            {
+        // One lookup of the key; a new key only is copied in.
+        let old = match self.fences.get_mut(key) {
+            Some(fence) if token > *fence => Some(std::mem::replace(fence, token)),
+            None if token > 0 => {
+                // An exact copy, for the reason `raw_insert` gives.
+                self.fences.insert(Bytes::copy_from_slice(key), token);
                 compact_if_grown(&mut self.fences, &mut self.compact_fences_at);
+                None
             }
-            self.dirty_fences.insert(key.clone());
+            _ => return,
+        };
+        if let Some(j) = &mut self.journal {
+            j.fences.entry(key.clone()).or_insert(old);
         }
+        self.dirty_fences.insert(key.clone());
     }
 
     /// Live keys at `now`, in sorted order.

@@ -151,6 +151,34 @@ fn the_expiry_sweep_resumes_and_wraps() {
     assert_eq!(ks.expired_keys(4, None, 100, 100), (vec![], None));
 }
 
+/// A rolled-back script leaves every fence as it found it: a raised one back at its old
+/// token, a new one gone; a fence not raised (a lower or equal token) is not even recorded.
+#[test]
+fn a_rollback_restores_raised_and_new_fences() {
+    let mut ks = Keyspace::default();
+    ks.raise_fence(&b("old"), 10);
+    ks.take_changes(Entry::clone);
+    ks.begin_undo();
+    ks.raise_fence(&b("old"), 12);
+    ks.raise_fence(&b("old"), 11);
+    ks.raise_fence(&b("new"), 5);
+    ks.raise_fence(&b("zero"), 0);
+    assert_eq!((ks.fence(b"old"), ks.fence(b"new")), (12, 5));
+    ks.rollback_undo();
+    assert_eq!(
+        (ks.fence(b"old"), ks.fence(b"new"), ks.fence(b"zero")),
+        (10, 0, 0)
+    );
+    let mut ch = ks.take_changes(Entry::clone).fences;
+    ch.sort();
+    assert_eq!(ch, vec![(b("new"), 0), (b("old"), 10)]);
+    // Committed, the raise stays.
+    ks.begin_undo();
+    ks.raise_fence(&b("old"), 13);
+    ks.commit_undo();
+    assert_eq!(ks.fence(b"old"), 13);
+}
+
 #[test]
 fn fences_only_rise_and_outlive_values() {
     let mut ks = Keyspace::default();
