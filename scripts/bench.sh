@@ -5,6 +5,10 @@
 #   scripts/bench.sh --quick          a smoke run of about a minute (clients 1,16; 2 s; 1 round)
 #   scripts/bench.sh --memory [N]     RSS per lock with N locks (default 1000000) on a 3-node
 #                                     cluster, and the restart time of a follower and the leader
+#   scripts/bench.sh --cost           where the time goes: per lock cycle, the servers' CPU time,
+#                                     context switches and system calls (perf stat), for
+#                                     palisade-1, redis-always, palisade-3 and redlock-3 (or
+#                                     --targets), each alone, at --clients (default 1,64)
 #
 # The targets of the comparison, all on loopback:
 #   palisade-3       a 3-node Palisade cluster, clients on the leader's port (--nodes 5: palisade-5)
@@ -57,7 +61,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TARGETS="" CLIENTS="" DURATION="" ROUNDS="" RB_REQUESTS="" BENCH_ARGS=""
-WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK=""
+WORKLOAD=cycle NODES=3 OUT="" MEMORY="" QUICK="" COST=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --targets) TARGETS="$2"; shift 2 ;;
@@ -70,6 +74,7 @@ while [[ $# -gt 0 ]]; do
     --redis-benchmark) RB_REQUESTS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --cost) COST=1; shift ;;
     --memory)
         MEMORY=1000000
         if [[ $# -gt 1 && "$2" =~ ^[0-9]+$ ]]; then MEMORY="$2"; shift; fi
@@ -82,6 +87,10 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$NODES" == 3 || "$NODES" == 5 ]] || die "--nodes must be 3 or 5"
 # --quick changes the defaults only: `--quick --clients 4` runs 4 clients for 2 s.
+if [[ -n "$COST" ]]; then
+    CLIENTS="${CLIENTS:-1,64}" DURATION="${DURATION:-10}" TARGETS="${TARGETS:-palisade-1,redis-always,palisade-3,redlock-3}"
+    ((DURATION >= 4)) || die "--cost needs --duration 4 or more (perf counts from second 1 to 1 s before the end)"
+fi
 if [[ -n "$QUICK" ]]; then
     CLIENTS="${CLIENTS:-1,16}" DURATION="${DURATION:-2}" ROUNDS="${ROUNDS:-1}"
     RB_REQUESTS="${RB_REQUESTS:-10000}"
@@ -256,6 +265,7 @@ start_single() { # PORT
     "$BIN/palisade" --port "$1" --peer-port $(($1 + 10000)) --dir "$WORK/single/data" \
         >"$WORK/single/palisade.log" 2>&1 &
     PIDS+=("$!")
+    SINGLE_PID="$!"
     wait_for 20 is_leader "$1" || die "the one-node Palisade did not start; see $WORK/single/palisade.log"
     log "palisade-1: one-node Palisade on port $1 (pid $!)"
 }
@@ -423,6 +433,102 @@ if [[ -n "$MEMORY" ]]; then
     exec > >(tee "$OUT/memory.txt") 2>&1
     memory_run
     log "wrote $OUT/memory.txt, $OUT/memory-load.json and $OUT/memory-load-redis.json"
+    exit 0
+fi
+
+# --- where the time goes (--cost) ---------------------------------------------------------
+
+# The kernel's counters of a target's server processes over one timed run of that target
+# alone: system calls by kind, context switches and CPU time, per lock cycle.
+COST_EVENTS=task-clock,context-switches
+for c in fdatasync write writev sendto read recvfrom futex epoll_wait; do
+    COST_EVENTS+=",syscalls:sys_enter_$c"
+done
+
+# cost_one NAME TARGET PIDS CLIENTS: one run of palisade-bench against TARGET, with perf stat
+# on PIDS (comma-separated) from 1 s after its start to 1 s before its end; prints one row.
+cost_one() {
+    local name="$1" target="$2" pids="$3" clients="$4" secs=$((DURATION - 2)) bench_pid cycles
+    "$BIN/palisade-bench" --target "$name=$target" --clients "$clients" --duration "$DURATION" \
+        --rounds 1 --workload cycle >"$WORK/cost-bench.txt" 2>&1 &
+    bench_pid=$!
+    sleep 1
+    perf stat -x, -e "$COST_EVENTS" -p "$pids" -o "$WORK/cost-stat.txt" -- sleep "$secs" ||
+        die "perf stat failed; see $WORK/cost-stat.txt"
+    wait "$bench_pid" || die "palisade-bench failed; see $WORK/cost-bench.txt"
+    # The medians table: target, clients, cycles/s, then p50 in ms (with a decimal point).
+    cycles="$(awk -v c="$clients" '$2 == c && $3 ~ /^[0-9]+$/ && $4 ~ /\./ { print $3; exit }' "$WORK/cost-bench.txt")"
+    [[ -n "$cycles" && "$cycles" -gt 0 ]] || die "no cycles/s from palisade-bench; see $WORK/cost-bench.txt"
+    awk -F, -v name="$name" -v clients="$clients" -v cycles="$cycles" -v secs="$secs" '
+        $1 ~ /^[0-9.]+$/ { n[$3] = $1 }
+        END {
+            k = cycles * secs
+            sock_w = n["syscalls:sys_enter_sendto"] + n["syscalls:sys_enter_writev"]
+            printf "%-13s %7d %9d %10.0f %9.2f %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f\n", name, clients, cycles,
+                n["task-clock"] * 1000 / k, n["context-switches"] / k, n["syscalls:sys_enter_futex"] / k,
+                n["syscalls:sys_enter_epoll_wait"] / k, n["syscalls:sys_enter_fdatasync"] / k,
+                n["syscalls:sys_enter_write"] / k, sock_w / k,
+                (n["syscalls:sys_enter_read"] + n["syscalls:sys_enter_recvfrom"]) / k
+        }' "$WORK/cost-stat.txt"
+}
+
+cost_run() {
+    local t c port pids servers n rows=()
+    command -v perf >/dev/null 2>&1 || apt_install linux-perf
+    perf stat -e syscalls:sys_enter_futex -- true >/dev/null 2>&1 ||
+        die "perf cannot count system calls here (run as root, with tracefs mounted)"
+    machine
+    IFS=, read -r -a wanted <<<"$TARGETS"
+    for t in "${wanted[@]}"; do
+        case "$t" in
+        palisade-1)
+            start_single "$SINGLE_PORT"
+            rows+=("palisade-1|palisade@127.0.0.1:$SINGLE_PORT|$SINGLE_PID")
+            ;;
+        redis-always)
+            start_redis redis-always "$ALWAYS_PORT" always
+            rows+=("redis-always|redis@127.0.0.1:$ALWAYS_PORT|$(cat "$WORK/redis-always/redis.pid")")
+            ;;
+        palisade-3)
+            NODES=3
+            port="$(start_cluster)"
+            pids="$(node_pid 1),$(node_pid 2),$(node_pid 3)"
+            rows+=("palisade-3|palisade@127.0.0.1:$port|$pids")
+            ;;
+        redlock-3)
+            servers="" pids=""
+            for n in 1 2 3; do
+                start_redis "redlock-n$n" $((BASE + 101 + n)) always
+                servers+="${servers:+,}127.0.0.1:$((BASE + 101 + n))"
+                pids+="${pids:+,}$(cat "$WORK/redlock-n$n/redis.pid")"
+            done
+            rows+=("redlock-3|redlock@$servers|$pids")
+            ;;
+        *) die "--cost takes palisade-1, redis-always, palisade-3 and redlock-3, not $t" ;;
+        esac
+    done
+    echo
+    echo "per lock cycle (3 writes), summed over the target's server processes; ${DURATION} s per run, counted over the middle $((DURATION - 2)) s:"
+    printf '%-13s %7s %9s %10s %9s %7s %7s %8s %7s %7s %7s\n' target clients cycles/s "cpu us" switches \
+        futex epoll fdatasync write "sock w" "sock r"
+    IFS=, read -r -a counts <<<"$CLIENTS"
+    for c in "${counts[@]}"; do
+        for t in "${rows[@]}"; do
+            IFS='|' read -r name target pids <<<"$t"
+            cost_one "$name" "$target" "$pids" "$c"
+        done
+    done
+    echo "(cpu us: CPU time of the servers, user and kernel; write: write(2), which is a WAL or AOF"
+    echo " write and, for Palisade, also a wake-up of a tokio worker (eventfd); sock w: sendto and"
+    echo " writev; sock r: read and recvfrom; Redis replies with write(2), so its socket writes are"
+    echo " in the write column)"
+    printf 'load average after the run: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+if [[ -n "$COST" ]]; then
+    exec > >(tee "$OUT/cost.txt") 2>&1
+    cost_run
+    log "wrote $OUT/cost.txt"
     exit 0
 fi
 
