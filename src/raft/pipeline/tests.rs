@@ -36,13 +36,21 @@ fn coalescing_drops_only_covered_commit_only_appends_and_keeps_order() {
     let mut rng = SplitMix64::new(25);
     let t0 = Instant::now();
     let mut total_dropped = 0;
+    let mut total_expired = 0;
+    // Gaps between arrivals, as fractions of the hold: some within the hold of the one
+    // before, some after it, whatever `COMMIT_HOLD` is.
+    let gaps = [
+        Duration::ZERO,
+        COMMIT_HOLD / 6,
+        COMMIT_HOLD * 5 / 6,
+        COMMIT_HOLD * 4 / 3,
+    ];
     for _ in 0..3000 {
         let n = 1 + rng.below(12);
-        // Arrival times: some within the hold of the one before, some after it.
         let mut now = t0;
         let mut input = Vec::new();
         for _ in 0..n {
-            now += Duration::from_micros([0, 50, 250, 400][rng.below(4)]);
+            now += gaps[rng.below(4)];
             input.push((now, draw(&mut rng)));
         }
         let mut c = Coalescer::default();
@@ -56,6 +64,7 @@ fn coalescing_drops_only_covered_commit_only_appends_and_keeps_order() {
         for (i, (at, req)) in input.iter().enumerate() {
             // The writer sends a held request when its hold ends, before a later arrival.
             if let Some(d) = c.deadline().filter(|d| d <= at) {
+                total_expired += 1;
                 out.extend(c.release());
                 record(&mut out, d, &mut sent);
             }
@@ -108,6 +117,10 @@ fn coalescing_drops_only_covered_commit_only_appends_and_keeps_order() {
     assert!(
         total_dropped > 300,
         "the draws should exercise the rule: {total_dropped}"
+    );
+    assert!(
+        total_expired > 300,
+        "the draws should let holds run out before the next arrival: {total_expired}"
     );
 }
 
