@@ -473,7 +473,7 @@ cost_one() {
 }
 
 cost_run() {
-    local t c port pids servers n rows=()
+    local t c port pids servers n name target rows=() wanted=() counts=()
     command -v perf >/dev/null 2>&1 || apt_install linux-perf
     perf stat -e syscalls:sys_enter_futex -- true >/dev/null 2>&1 ||
         die "perf cannot count system calls here (run as root, with tracefs mounted)"
